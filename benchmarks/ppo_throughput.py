@@ -1,0 +1,339 @@
+"""PPO training throughput (env-steps/s including the update): ctrl_rl next to rsl_rl and SB3.
+
+All three train on the *same* environment (the pure-torch ``pendulum`` of ``ctrl_rl.sims``),
+wrapped for rsl_rl 5.x (``rsl_rl.env.VecEnv``, TensorDict observations) and for
+Stable-Baselines3 (its numpy ``VecEnv``). Each framework runs alone in a fresh subprocess (this
+script with ``--only <name>``), one after another, with ``torch.set_num_threads(--threads)``.
+One warm-up iteration, then ``--iterations`` iterations timed by wall clock around the
+framework's own training call (``learn``); env-steps/s = timed env steps / timed seconds.
+
+Matched (everything that sets the compute): task and env implementation, ``num_envs``, rollout
+length, epochs, minibatches (SB3: ``batch_size = num_envs * steps / minibatches``), separate
+actor and critic MLPs of ``--hidden`` sizes, ELU, Adam at lr 1e-3, clip 0.2, value clipping,
+gamma 0.99, lambda 0.95, value-loss coef 1, entropy coef 0.01, grad-norm clip 1, float32, CPU.
+
+Not matched (each framework's normal way of working, measured as is):
+
+* observation normalization: ours and rsl_rl on; SB3 has none built in (no VecNormalize);
+* adaptive-KL learning rate: ours and rsl_rl; SB3 has no such schedule (its ``target_kl``
+  stops epochs early, so it stays off and every epoch runs);
+* rsl_rl runs with ``log_dir=None``, which also skips its per-step episode bookkeeping; ours
+  keeps its on-device episode statistics; rsl_rl keeps its default per-step NaN check;
+* SB3 moves data numpy <-> torch every step, builds a list of per-env info dicts, evaluates
+  the critic on each truncated env's terminal observation one env at a time, and computes
+  GAE in numpy; rsl_rl and SB3 evaluate the critic every step, ours once per rollout;
+* all envs start together, so all hit pendulum's 200-step time limit in the same step: with
+  24-step rollouts the timed window (steps 24..264) holds one such wave for every framework
+  as long as all run the same number of iterations (mind ``--sb3-iterations``).
+
+Keep ``--threads`` at or below the idle cores: on a busy machine, OpenMP threads competing
+for cores slow small updates by orders of magnitude.
+
+Usage::
+
+    python benchmarks/ppo_throughput.py --num-envs 4096 --steps 24 --iterations 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import time
+from typing import Any
+
+import torch
+
+FRAMEWORKS = ("ours", "rsl_rl", "sb3")
+MARK = "BENCH_JSON "
+OBS_NORM = {"ours": "on", "rsl_rl": "on", "sb3": "off (none built in)"}
+HPARAMS = {"learning_rate": 1e-3, "clip": 0.2, "gamma": 0.99, "lam": 0.95, "value_coef": 1.0,
+           "entropy_coef": 0.01, "max_grad_norm": 1.0}
+"""The PPO hyperparameters all three get (rsl_rl's defaults)."""
+
+
+def _make_env(args: argparse.Namespace) -> Any:
+    from ctrl_rl.sims import make_env
+
+    return make_env("torch", "pendulum", args.num_envs, device="cpu", seed=args.seed)
+
+
+def _result(args: argparse.Namespace, iters: int, wall: float, collect: float,
+            update: float) -> dict:
+    """Timed numbers; ``collect_s`` / ``update_s`` are seconds per iteration."""
+    sps = iters * args.num_envs * args.steps / wall
+    return {"sps": sps, "iterations": iters, "wall_s": wall, "collect_s": collect,
+            "update_s": update}
+
+
+def bench_ours(args: argparse.Namespace) -> dict:
+    from ctrl_rl.configure import load_train_config
+    from ctrl_rl.runners.on_policy import OnPolicyRunner
+
+    hidden = "[" + ",".join(map(str, args.hidden)) + "]"
+    cfg = load_train_config([
+        "task=pendulum", f"env.num_envs={args.num_envs}", f"seed={args.seed}",
+        "runner.progress=false", f"algo.num_steps_per_env={args.steps}",
+        f"algo.num_learning_epochs={args.epochs}", f"algo.num_minibatches={args.minibatches}",
+        f"algo.actor_hidden={hidden}", f"algo.critic_hidden={hidden}", "algo.activation=elu",
+        "algo.normalize_obs=true", "algo.schedule=adaptive", "algo.value_clip=true",
+        f"algo.learning_rate={HPARAMS['learning_rate']}", f"algo.clip_param={HPARAMS['clip']}",
+        f"algo.gamma={HPARAMS['gamma']}", f"algo.lam={HPARAMS['lam']}",
+        f"algo.value_loss_coef={HPARAMS['value_coef']}",
+        f"algo.entropy_coef={HPARAMS['entropy_coef']}",
+        f"algo.max_grad_norm={HPARAMS['max_grad_norm']}",
+    ])
+    runner = OnPolicyRunner(_make_env(args), cfg, log_dir=None)
+    runner.learn(1)  # warm-up
+    start = time.perf_counter()
+    runner.learn(1 + args.iterations)  # a total, not a count to add
+    wall = time.perf_counter() - start
+    rows = runner.history[-args.iterations:]
+    collect = sum(r["collection_time"] for r in rows) / len(rows)
+    return _result(args, args.iterations, wall, collect,
+                   sum(r["learning_time"] for r in rows) / len(rows))
+
+
+def bench_rsl_rl(args: argparse.Namespace) -> dict:
+    from rsl_rl.env import VecEnv as RslVecEnv
+    from rsl_rl.runners import OnPolicyRunner as RslRunner
+    from tensordict import TensorDict
+
+    class RslRlEnv(RslVecEnv):
+        """Our VecEnv behind rsl_rl 5.x's interface: TensorDict obs, int dones, ``time_outs``."""
+
+        def __init__(self, env: Any) -> None:
+            self.env, self.num_envs, self.num_actions = env, env.num_envs, env.action_dim
+            self.max_episode_length, self.device, self.cfg = env.max_episode_length, env.device, {}
+            self.episode_length_buf = torch.zeros(env.num_envs, dtype=torch.long, device=env.device)
+            self._obs = self._td(env.reset(seed=args.seed))
+
+        def _td(self, obs: dict[str, torch.Tensor]) -> TensorDict:
+            return TensorDict(obs, batch_size=[self.num_envs], device=self.device)
+
+        def get_observations(self) -> TensorDict:
+            return self._obs
+
+        def step(
+            self, actions: torch.Tensor
+        ) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
+            obs, reward, terminated, truncated, _ = self.env.step(actions)
+            dones = terminated | truncated
+            self.episode_length_buf = torch.where(dones, 0, self.episode_length_buf + 1)
+            self._obs = self._td(obs)
+            return self._obs, reward, dones.long(), {"time_outs": truncated}
+
+    mlp = {"class_name": "MLPModel", "hidden_dims": list(args.hidden), "activation": "elu",
+           "obs_normalization": True}
+    gaussian = {"class_name": "GaussianDistribution", "init_std": 1.0, "std_type": "scalar"}
+    cfg = {
+        "num_steps_per_env": args.steps, "save_interval": 10**9,
+        "obs_groups": {"actor": ["policy"], "critic": ["policy"]},
+        "actor": {**mlp, "distribution_cfg": gaussian}, "critic": dict(mlp),
+        "algorithm": {
+            "class_name": "PPO", "num_learning_epochs": args.epochs,
+            "num_mini_batches": args.minibatches, "schedule": "adaptive", "desired_kl": 0.01,
+            "learning_rate": HPARAMS["learning_rate"], "clip_param": HPARAMS["clip"],
+            "use_clipped_value_loss": True, "gamma": HPARAMS["gamma"], "lam": HPARAMS["lam"],
+            "value_loss_coef": HPARAMS["value_coef"], "entropy_coef": HPARAMS["entropy_coef"],
+            "max_grad_norm": HPARAMS["max_grad_norm"], "normalize_advantage_per_mini_batch": False,
+            "rnd_cfg": None, "symmetry_cfg": None,
+        },
+    }
+    torch.manual_seed(args.seed)
+    runner = RslRunner(RslRlEnv(_make_env(args)), cfg, log_dir=None, device="cpu")
+    times: list[tuple[float, float]] = []
+    log = runner.logger.log
+
+    def timed_log(*a: Any, **kw: Any) -> None:  # rsl_rl times both phases itself: keep them
+        times.append((kw["collect_time"], kw["learn_time"]))
+        log(*a, **kw)
+
+    runner.logger.log = timed_log  # type: ignore[method-assign]
+    runner.learn(num_learning_iterations=1)  # warm-up
+    start = time.perf_counter()
+    runner.learn(num_learning_iterations=args.iterations)
+    wall = time.perf_counter() - start
+    timed = times[1:]
+    return _result(args, args.iterations, wall, sum(c for c, _ in timed) / len(timed),
+                   sum(u for _, u in timed) / len(timed))
+
+
+def bench_sb3(args: argparse.Namespace) -> dict:
+    import numpy as np
+    from gymnasium import spaces
+    from stable_baselines3 import PPO as SB3PPO
+    from stable_baselines3.common.vec_env import VecEnv as SB3VecEnv
+
+    class SB3Env(SB3VecEnv):
+        """Our VecEnv as an SB3 VecEnv: numpy in/out; finished envs' infos hold
+        ``terminal_observation``, ``TimeLimit.truncated`` and ``episode`` (as Monitor writes)."""
+
+        def __init__(self, env: Any) -> None:
+            self.env, self._actions = env, torch.empty(0)
+            obs_space = spaces.Box(-np.inf, np.inf, (env.obs_dims["policy"],), np.float32)
+            act_space = spaces.Box(-1.0, 1.0, (env.action_dim,), np.float32)
+            super().__init__(env.num_envs, obs_space, act_space)
+
+        def reset(self) -> np.ndarray:
+            seed = self._seeds[0] if self._seeds[0] is not None else args.seed
+            self._reset_seeds()
+            return self.env.reset(seed=seed)["policy"].numpy()
+
+        def step_async(self, actions: np.ndarray) -> None:
+            self._actions = torch.as_tensor(actions, dtype=torch.float32)
+
+        def step_wait(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict]]:
+            obs, reward, terminated, truncated, info = self.env.step(self._actions)
+            dones = (terminated | truncated).numpy()
+            infos: list[dict] = [{} for _ in range(self.num_envs)]
+            ended = np.flatnonzero(dones)
+            if ended.size:
+                final, trunc = info["final_obs"]["policy"].numpy(), truncated.numpy()
+                ret, length = info["episode"]["return"].numpy(), info["episode"]["length"].numpy()
+                for i in ended:
+                    infos[i] = {"terminal_observation": final[i],
+                                "TimeLimit.truncated": bool(trunc[i]),
+                                "episode": {"r": float(ret[i]), "l": int(length[i]), "t": 0.0}}
+            return obs["policy"].numpy(), reward.numpy(), dones, infos
+
+        def close(self) -> None:
+            self.env.close()
+
+        def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
+            if attr_name == "render_mode":
+                return [None] * self.num_envs
+            raise AttributeError(attr_name)
+
+        def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
+            raise AttributeError(attr_name)
+
+        def env_method(self, name: str, *a: Any, indices: Any = None, **kw: Any) -> list[Any]:
+            raise AttributeError(name)
+
+        def env_is_wrapped(self, wrapper_class: type, indices: Any = None) -> list[bool]:
+            return [False] * self.num_envs
+
+    batch = args.num_envs * args.steps
+    model = SB3PPO(
+        "MlpPolicy", SB3Env(_make_env(args)), n_steps=args.steps,
+        batch_size=batch // args.minibatches, n_epochs=args.epochs,
+        learning_rate=HPARAMS["learning_rate"], clip_range=HPARAMS["clip"], gamma=HPARAMS["gamma"],
+        gae_lambda=HPARAMS["lam"], vf_coef=HPARAMS["value_coef"], ent_coef=HPARAMS["entropy_coef"],
+        max_grad_norm=HPARAMS["max_grad_norm"], seed=args.seed, device="cpu", verbose=0,
+        policy_kwargs={"net_arch": {"pi": list(args.hidden), "vf": list(args.hidden)},
+                       "activation_fn": torch.nn.ELU, "log_std_init": 0.0},
+    )
+    update_times: list[float] = []
+    train = model.train
+
+    def timed_train() -> None:  # SB3 does not report its phases: time its update call
+        t = time.perf_counter()
+        train()
+        update_times.append(time.perf_counter() - t)
+
+    model.train = timed_train  # type: ignore[method-assign]
+    model.learn(total_timesteps=batch)  # warm-up
+    iters = args.sb3_iterations or args.iterations
+    start = time.perf_counter()
+    model.learn(total_timesteps=iters * batch, reset_num_timesteps=False)  # adds to the count
+    wall = time.perf_counter() - start
+    update = sum(update_times[1:]) / iters
+    return _result(args, iters, wall, wall / iters - update, update)
+
+
+BENCHES = {"ours": bench_ours, "rsl_rl": bench_rsl_rl, "sb3": bench_sb3}
+
+
+def run_child(name: str, args: argparse.Namespace) -> dict:
+    """Run one framework in a fresh interpreter; its numbers, or ``{"error": why}``."""
+    cmd = [sys.executable, __file__, "--only", name, "--num-envs", str(args.num_envs),
+           "--steps", str(args.steps), "--epochs", str(args.epochs),
+           "--minibatches", str(args.minibatches), "--iterations", str(args.iterations),
+           "--threads", str(args.threads), "--seed", str(args.seed),
+           "--hidden", *map(str, args.hidden)]
+    if args.sb3_iterations:
+        cmd += ["--sb3-iterations", str(args.sb3_iterations)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {args.timeout} s"}
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(MARK):
+            return json.loads(line[len(MARK):])
+    tail = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    return {"error": tail[-1] if tail else f"exit code {proc.returncode}"}
+
+
+def child_main(args: argparse.Namespace) -> None:
+    torch.set_num_threads(args.threads)
+    try:
+        out = BENCHES[args.only](args)
+    except ImportError as exc:
+        out = {"error": f"not installed: {exc}"}
+    except Exception as exc:  # report it, so the table says why instead of the script crashing
+        out = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+    print(MARK + json.dumps(out), flush=True)
+
+
+def _version(dist: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--num-envs", type=int, default=4096)
+    p.add_argument("--steps", type=int, default=24, help="rollout length per env and iteration")
+    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--minibatches", type=int, default=4)
+    p.add_argument("--hidden", type=int, nargs="+", default=[512, 256, 128], help="both MLPs")
+    p.add_argument("--iterations", type=int, default=10, help="timed iterations, after 1 warm-up")
+    p.add_argument("--sb3-iterations", type=int, default=None, help="default: --iterations")
+    p.add_argument("--threads", type=int, default=2, help="torch threads per framework process")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--frameworks", nargs="+", choices=FRAMEWORKS, default=list(FRAMEWORKS))
+    p.add_argument("--timeout", type=float, default=None, help="seconds allowed per framework")
+    p.add_argument("--only", choices=FRAMEWORKS, help=argparse.SUPPRESS)  # the child process
+    args = p.parse_args(argv)
+    if args.only:
+        return child_main(args)
+
+    print(f"torch={torch.__version__} rsl-rl-lib={_version('rsl-rl-lib')} "
+          f"stable-baselines3={_version('stable-baselines3')} device=cpu threads={args.threads} "
+          f"task=pendulum epochs={args.epochs} minibatches={args.minibatches}", flush=True)
+    results: dict[str, dict] = {}
+    for name in args.frameworks:  # one after another, never side by side
+        print(f"running {name} ...", file=sys.stderr, flush=True)
+        results[name] = run_child(name, args)
+    sps = {n: results.get(n, {}).get("sps", math.nan) for n in FRAMEWORKS}
+
+    hidden = "x".join(map(str, args.hidden))
+    print()
+    print("| framework | num_envs | rollout | hidden | obs norm | env-steps/s (incl. update) "
+          "| collection s/it | update s/it | ours ÷ this |")
+    print("|---|---:|---:|---|---|---:|---:|---:|---:|")
+    for name in args.frameworks:
+        r = results[name]
+        if "error" in r:
+            cells = ["failed: " + r["error"].replace("|", "\\|"), "—", "—", "—"]
+        else:
+            ratio = "n/a" if math.isnan(sps["ours"]) else f"{sps['ours'] / r['sps']:.2f}x"
+            cells = [f"{r['sps']:,.0f} ({r['iterations']} it)", f"{r['collect_s']:.3f}",
+                     f"{r['update_s']:.3f}", ratio]
+        row = [name, str(args.num_envs), str(args.steps), hidden, OBS_NORM[name], *cells]
+        print("| " + " | ".join(row) + " |")
+    print()
+    print(f"RESULT ours_sps={sps['ours']:.0f} rsl_rl_sps={sps['rsl_rl']:.0f} "
+          f"sb3_sps={sps['sb3']:.0f} vs_rsl_rl={sps['ours'] / sps['rsl_rl']:.3g} "
+          f"vs_sb3={sps['ours'] / sps['sb3']:.3g}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Hydra configs shipped as package data so a non-editable install finds them."""

@@ -1,0 +1,97 @@
+"""Pure on-policy loss and return functions (PPO and the learners built on it).
+
+Each is a function of tensors only, tested alone against hand-computed cases in
+``tests/test_losses.py``. Notation follows Schulman et al. 2016 (GAE) and 2017 (PPO).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def compute_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    next_values: torch.Tensor,
+    terminated: torch.Tensor,
+    dones: torch.Tensor,
+    gamma: float,
+    lam: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalized advantage estimation over a ``[T, N]`` rollout.
+
+    ``next_values[t]`` is ``V(s_{t+1})`` of the *same* episode: for a step that ended in a
+    time-limit truncation it is ``V(final_obs)``, the true last state, not the reset state.
+    ``terminated`` zeroes the bootstrap (no value after a terminal state); ``dones``
+    (terminated or truncated) cuts the λ-trace so advantages never leak across episodes.
+
+        δ_t = r_t + γ (1 - term_t) V(s_{t+1}) - V(s_t)
+        A_t = δ_t + γ λ (1 - done_t) A_{t+1}
+
+    Returns ``(advantages, returns)`` with ``returns = advantages + values``.
+    """
+    not_term = 1.0 - terminated.to(values.dtype)
+    not_done = 1.0 - dones.to(values.dtype)
+    deltas = rewards + gamma * not_term * next_values - values
+    advantages = torch.empty_like(values)
+    last = torch.zeros_like(values[0])
+    for t in range(values.shape[0] - 1, -1, -1):
+        last = deltas[t] + gamma * lam * not_done[t] * last
+        advantages[t] = last
+    return advantages, advantages + values
+
+
+def ppo_surrogate_loss(
+    log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantages: torch.Tensor, clip: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """PPO's clipped surrogate, negated for minimization (Schulman et al. 2017, eq. 7).
+
+        L = -E[min(ρ A, clip(ρ, 1-ε, 1+ε) A)],   ρ = π(a|s) / π_old(a|s)
+
+    Returns ``(loss, clip_fraction, approx_kl)`` where ``approx_kl = E[(ρ-1) - log ρ]``
+    (Schulman's low-variance, always non-negative estimator).
+    """
+    log_ratio = log_prob - old_log_prob
+    ratio = log_ratio.exp()
+    unclipped = ratio * advantages
+    clipped = ratio.clamp(1.0 - clip, 1.0 + clip) * advantages
+    loss = -torch.min(unclipped, clipped).mean()
+    with torch.no_grad():
+        clip_fraction = ((ratio - 1.0).abs() > clip).float().mean()
+        approx_kl = ((ratio - 1.0) - log_ratio).mean()
+    return loss, clip_fraction, approx_kl
+
+
+def value_loss(
+    values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, clip: float | None
+) -> torch.Tensor:
+    """Squared value error; with ``clip``, PPO2's pessimistic clipped variant.
+
+        L = E[max((V - R)^2, (V_old + clip(V - V_old, ±ε) - R)^2)]
+    """
+    unclipped = (values - returns).square()
+    if clip is None:
+        return unclipped.mean()
+    clipped = old_values + (values - old_values).clamp(-clip, clip)
+    return torch.max(unclipped, (clipped - returns).square()).mean()
+
+
+def adaptive_kl_learning_rate(
+    lr: float, kl: float, desired_kl: float, factor: float = 1.5, min_lr: float = 1e-5, max_lr: float = 1e-2
+) -> float:
+    """rsl_rl's KL-adaptive schedule: shrink the step when the policy moved too far.
+
+    ``lr / factor`` if ``kl > 2 desired``; ``lr * factor`` if ``0 < kl < desired / 2``;
+    clamped to ``[min_lr, max_lr]``.
+    """
+    if kl > 2.0 * desired_kl:
+        lr = lr / factor
+    elif 0.0 < kl < desired_kl / 2.0:
+        lr = lr * factor
+    return min(max(lr, min_lr), max_lr)
+
+
+def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """``1 - Var[target - predicted] / Var[target]``: 1 is perfect, 0 is a constant guess."""
+    var_target = target.var()
+    return 1.0 - (target - predicted).var() / var_target.clamp_min(1e-12)

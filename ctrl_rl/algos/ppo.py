@@ -1,0 +1,183 @@
+"""PPO: the on-policy learner (act, process_step, update) with rsl_rl's feature set.
+
+Beyond rsl_rl: truncated episodes bootstrap from ``V(final_obs)`` (the true last state),
+every epoch draws a fresh minibatch permutation, values can be learned in a normalized
+target space, and the critic is evaluated once per rollout in two large batches instead
+of once per env step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from ctrl_rl.algos.losses import (
+    adaptive_kl_learning_rate,
+    compute_gae,
+    explained_variance,
+    ppo_surrogate_loss,
+    value_loss,
+)
+from ctrl_rl.config import PPOConfig
+from ctrl_rl.env import Obs
+from ctrl_rl.nets.actor_critic import ActorCritic
+from ctrl_rl.nets.distributions import gaussian_entropy, gaussian_kl, gaussian_log_prob
+from ctrl_rl.nets.normalizer import EmpiricalNormalizer
+from ctrl_rl.storage.rollout import RolloutStorage
+from ctrl_rl.utils.guards import check_finite
+
+
+def resolve_critic_obs(cfg: PPOConfig, obs_dims: dict[str, int]) -> list[str]:
+    """``critic_obs=None`` means the privileged ``critic`` group when the env has one."""
+    if cfg.critic_obs is not None:
+        return list(cfg.critic_obs)
+    return ["critic"] if "critic" in obs_dims else list(cfg.actor_obs)
+
+
+class PPO:
+    """Owns the actor-critic, its optimizer, the rollout storage and the PPO update."""
+
+    def __init__(self, cfg: PPOConfig, obs_dims: dict[str, int], action_dim: int, num_envs: int,
+                 device: torch.device | str, seed: int = 0):
+        self.cfg = cfg
+        self.device = torch.device(device)
+        self.model = ActorCritic(
+            obs_dims, action_dim, cfg.actor_obs, resolve_critic_obs(cfg, obs_dims),
+            cfg.actor_hidden, cfg.critic_hidden, cfg.activation, cfg.init_std, cfg.std_type,
+            cfg.min_std, cfg.max_std, cfg.normalize_obs,
+        ).to(self.device)
+        self.learning_rate = cfg.learning_rate
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.learning_rate)
+        self.value_normalizer = EmpiricalNormalizer(1, eps=1e-8, clip=None).to(self.device) if cfg.normalize_value else None
+        actor_dim = sum(obs_dims[g] for g in self.model.actor_obs)
+        critic_dim = sum(obs_dims[g] for g in self.model.critic_obs)
+        self.storage = RolloutStorage(cfg.num_steps_per_env, num_envs, actor_dim, critic_dim, action_dim, self.device)
+        # Own RNG for action noise and minibatch order: reproducible, and saved in checkpoints.
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(seed)
+
+    # ------------------------------------------------------------------ rollout
+    @torch.no_grad()
+    def act(self, obs: Obs) -> torch.Tensor:
+        """Sample actions for ``obs`` and record the step's inputs in storage."""
+        actor_in, critic_in = self.model.actor_input(obs), self.model.critic_input(obs)
+        self.model.update_normalizers(actor_in, critic_in)
+        mean, std = self.model.actor.distribution(actor_in)
+        noise = torch.randn(mean.shape, generator=self.generator, device=self.device)
+        actions = mean + std * noise
+        self.storage.add(actor_in, critic_in, actions, gaussian_log_prob(actions, mean, std), mean, std)
+        return actions
+
+    @torch.no_grad()
+    def process_step(self, next_obs: Obs, rewards: torch.Tensor, terminated: torch.Tensor,
+                     truncated: torch.Tensor, info: dict[str, Any]) -> None:
+        """Record the env's answer. ``info["final_obs"]`` feeds the truncation bootstrap."""
+        next_critic = self.model.critic_input(next_obs)
+        final_critic = self.model.critic_input(info["final_obs"]) if "final_obs" in info else next_critic
+        self.storage.add_outcome(rewards, terminated, truncated, next_critic, final_critic)
+
+    def _values(self, critic_in: torch.Tensor) -> torch.Tensor:
+        v = self.model.critic(critic_in)
+        return self.value_normalizer.denormalize(v.unsqueeze(-1)).squeeze(-1) if self.value_normalizer else v
+
+    @torch.no_grad()
+    def compute_returns(self) -> None:
+        """Evaluate the critic on the whole rollout and compute GAE advantages and returns.
+
+        ``next_values[t] = V(s_{t+1})``, except where an episode ended at ``t``: there it is
+        ``V(final_obs_t)``, the true last state (used only by truncations; terminations
+        zero it inside :func:`compute_gae`).
+        """
+        s = self.storage
+        check_finite("rewards", s.rewards, "the env's reward")
+        check_finite("observations", s.critic_obs, "the env's observations")
+        T, N = s.num_steps, s.num_envs
+        all_values = self._values(s.critic_obs.reshape((T + 1) * N, -1)).reshape(T + 1, N)
+        s.values.copy_(all_values[:-1])
+        next_values = all_values[1:].clone()
+        ended = s.dones.nonzero(as_tuple=True)  # one host sync per iteration, not per step
+        if ended[0].numel() > 0:
+            next_values[ended] = self._values(s.final_critic_obs[ended])
+        adv, ret = compute_gae(s.rewards, s.values, next_values, s.terminated, s.dones, self.cfg.gamma, self.cfg.lam)
+        s.advantages.copy_(adv)
+        s.returns.copy_(ret)
+
+    # ------------------------------------------------------------------ update
+    def update(self) -> dict[str, float]:
+        """PPO epochs over the stored rollout; returns mean losses and diagnostics."""
+        cfg, s = self.cfg, self.storage
+        adv = s.advantages
+        if cfg.normalize_advantage:
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        if self.value_normalizer is not None:
+            self.value_normalizer.update(s.returns.reshape(-1, 1))
+        totals: dict[str, torch.Tensor] = {}
+        n = 0
+        for _ in range(cfg.num_learning_epochs):
+            for mb in s.minibatches(cfg.num_minibatches, self.generator, adv):
+                stats = self._update_minibatch(mb)
+                for k, v in stats.items():
+                    totals[k] = totals.get(k, 0.0) + v
+                n += 1
+        out = {k: float(v) / n for k, v in totals.items()}
+        out["learning_rate"] = self.learning_rate
+        out["mean_std"] = float(s.std.mean())
+        with torch.no_grad():
+            out["explained_variance"] = float(explained_variance(s.values.flatten(), s.returns.flatten()))
+        for key in ("value", "surrogate"):
+            check_finite(f"loss/{key}", torch.tensor(out[key]), "the PPO update",
+                         hint="lower algo.learning_rate, keep algo.normalize_obs=true, or check rewards for huge values")
+        s.clear()
+        return out
+
+    def _update_minibatch(self, mb) -> dict[str, torch.Tensor]:
+        cfg = self.cfg
+        mean, std = self.model.actor.distribution(mb.actor_obs)
+        if cfg.schedule == "adaptive":
+            with torch.no_grad():
+                kl = gaussian_kl(mb.old_mean, mb.old_std, mean, std).mean()
+            self.learning_rate = adaptive_kl_learning_rate(
+                self.learning_rate, float(kl), cfg.desired_kl, 1.5, cfg.min_learning_rate, cfg.max_learning_rate)
+            for group in self.optimizer.param_groups:
+                group["lr"] = self.learning_rate
+        log_prob = gaussian_log_prob(mb.actions, mean, std)
+        surrogate, clip_frac, approx_kl = ppo_surrogate_loss(log_prob, mb.old_log_prob, mb.advantages, cfg.clip_param)
+        values = self.model.critic(mb.critic_obs)
+        old_values, returns = mb.old_values, mb.returns
+        if self.value_normalizer is not None:  # compare in the critic's normalized space
+            norm = self.value_normalizer
+            old_values = norm(old_values.unsqueeze(-1)).squeeze(-1)
+            returns = norm(returns.unsqueeze(-1)).squeeze(-1)
+        v_loss = value_loss(values, old_values, returns, cfg.clip_param if cfg.value_clip else None)
+        entropy = gaussian_entropy(std).mean()
+        loss = surrogate + cfg.value_loss_coef * v_loss - cfg.entropy_coef * entropy
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+        self.optimizer.step()
+        return {"value": v_loss.detach(), "surrogate": surrogate.detach(), "entropy": entropy.detach(),
+                "approx_kl": approx_kl, "clip_fraction": clip_frac}
+
+    # ------------------------------------------------------------------ inference / io
+    def inference_policy(self) -> nn.Module:
+        """The deterministic policy (normalizer + actor mean) on raw actor observations."""
+        return self.model.actor
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "learning_rate": self.learning_rate,
+            "value_normalizer": self.value_normalizer.state_dict() if self.value_normalizer else None,
+            "generator": self.generator.get_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.learning_rate = state["learning_rate"]
+        if self.value_normalizer is not None and state.get("value_normalizer") is not None:
+            self.value_normalizer.load_state_dict(state["value_normalizer"])
+        self.generator.set_state(state["generator"])

@@ -1,0 +1,146 @@
+"""``ctrl-rl``: train, play, eval, export and list, configured by hydra overrides."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+EPILOG = """examples:
+  ctrl-rl train task=pendulum
+  ctrl-rl train task=cartpole_balance algo.learning_rate=3e-4 env.num_envs=4096
+  ctrl-rl train task=pendulum --checkpoint latest      # resume the newest pendulum run
+  ctrl-rl eval latest --episodes 100
+  ctrl-rl export latest
+  ctrl-rl play latest --agent zero                     # sanity-check an MDP without a policy
+"""
+
+
+def _die(msg: str, code: int = 2) -> None:
+    print(f"ctrl-rl: error: {msg}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def _tasks_text() -> str:
+    from ctrl_rl.sims import list_tasks
+
+    return "\n".join(f"  sim={sim}: {', '.join(tasks)}" for sim, tasks in list_tasks().items())
+
+
+def _algos_text() -> str:
+    from ctrl_rl.config import ALGO_SCHEMAS
+
+    return ", ".join(ALGO_SCHEMAS)
+
+
+def _train_help() -> str:
+    from ctrl_rl import config as c
+    from ctrl_rl.utils.docs import describe
+
+    lines = ["usage: ctrl-rl train [--checkpoint latest|PATH] [key=value ...]", "",
+             f"algorithms (algo=...): {_algos_text()}", "tasks (task=..., sim=...):", _tasks_text(), "",
+             "keys (defaults before a task's overrides; `ctrl-rl train task=X --cfg` prints the resolved config):",
+             f"  seed={c.TrainConfig.seed}  device={c.TrainConfig.device}"]
+    for cls, prefix in ((c.PPOConfig, "algo"), (c.TaskConfig, "task"), (c.SimConfig, "sim"),
+                        (c.EnvConfig, "env"), (c.RunnerConfig, "runner")):
+        lines += describe(cls, prefix)
+    return "\n".join(lines)
+
+
+def cmd_train(args: argparse.Namespace, overrides: list[str]) -> None:
+    from ctrl_rl.commands import train
+
+    train(overrides, checkpoint=args.checkpoint, print_cfg=args.cfg)
+
+
+def cmd_eval(args: argparse.Namespace, overrides: list[str]) -> None:
+    from ctrl_rl.commands import evaluate
+
+    evaluate(args.checkpoint, overrides, episodes=args.episodes, seed=args.seed)
+
+
+def cmd_play(args: argparse.Namespace, overrides: list[str]) -> None:
+    from ctrl_rl.commands import play
+
+    play(args.checkpoint, overrides, agent=args.agent, episodes=args.episodes, seed=args.seed)
+
+
+def cmd_export(args: argparse.Namespace, overrides: list[str]) -> None:
+    from ctrl_rl.commands import export
+
+    export(args.checkpoint, overrides, output=args.output)
+
+
+def cmd_list(args: argparse.Namespace, overrides: list[str]) -> None:
+    print(f"algorithms: {_algos_text()}")
+    print("tasks:")
+    print(_tasks_text())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ctrl-rl", formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"{EPILOG}\nalgorithms (algo=...): {_algos_text()}\ntasks (task=..., sim=...):\n{_tasks_text()}\n",
+        description="Train, evaluate and export continuous-control policies. "
+                    "Configure with hydra overrides (key=value); `ctrl-rl train --help` lists every key.")
+    sub = parser.add_subparsers(dest="command", metavar="{train,play,eval,export,list}")
+
+    p = sub.add_parser("train", add_help=False, help="train a policy (overrides: algo=, task=, key=value)")
+    p.add_argument("-h", "--help", action="store_true")
+    p.add_argument("--checkpoint", default=None, help="resume: 'latest' or a run dir / model_<it>.pt")
+    p.add_argument("--cfg", action="store_true", help="print the resolved config and exit")
+    p.set_defaults(func=cmd_train)
+
+    for name, func, text in (("eval", cmd_eval, "deterministic episodes; ends with a RESULT line"),
+                             ("play", cmd_play, "run a policy (or a zero/random agent) and print each episode")):
+        p = sub.add_parser(name, help=text, description=text)
+        p.add_argument("checkpoint", nargs="?" if name == "play" else None, default=None,
+                       help="'latest', a run directory or a model_<it>.pt")
+        p.add_argument("--episodes", type=int, default=100 if name == "eval" else 8)
+        p.add_argument("--seed", type=int, default=12345, help="env seed for the episodes")
+        if name == "play":
+            p.add_argument("--agent", choices=("policy", "zero", "random"), default="policy")
+        p.set_defaults(func=func)
+
+    p = sub.add_parser("export", help="write exported/policy.onnx (parity-checked against torch)")
+    p.add_argument("checkpoint", help="'latest', a run directory or a model_<it>.pt")
+    p.add_argument("--output", default=None, help="default: <run dir>/exported/policy.onnx")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("list", help="list algorithms and tasks")
+    p.set_defaults(func=cmd_list)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if args.command is None:
+        parser.print_help()
+        raise SystemExit(0)
+    if args.command == "train" and args.help:
+        print(_train_help())
+        raise SystemExit(0)
+    unknown_flags = [e for e in extra if e.startswith("-")]
+    if unknown_flags:
+        _die(f"unknown option '{unknown_flags[0]}' for '{args.command}'; see ctrl-rl {args.command} --help")
+    from ctrl_rl.config import ConfigError
+    from ctrl_rl.utils.guards import NonFiniteError
+
+    try:
+        args.func(args, extra)
+    except ConfigError as exc:
+        _die(str(exc))
+    except (FileNotFoundError, ValueError) as exc:
+        _die(str(exc))
+    except NonFiniteError as exc:
+        _die(str(exc), code=3)
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        raise SystemExit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""Hydra composition + schema validation, turning every failure into a one-line ConfigError."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from ctrl_rl.config import ALGO_SCHEMAS, ConfigError, TrainConfig
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
+def config_dir() -> Path:
+    """The ``configs/`` folder (the source tree in editable installs, package data otherwise)."""
+    import ctrl_rl.configs as pkg
+
+    return Path(pkg.__file__).resolve().parent
+
+
+def available(group: str) -> list[str]:
+    """Config files in ``configs/<group>/`` (the choices hydra offers)."""
+    return sorted(p.stem for p in (config_dir() / group).glob("*.yaml") if p.stem != "external")
+
+
+def _route_external_task(overrides: list[str]) -> list[str]:
+    """``task=<id>`` without a file of its own becomes ``task=external task.name=<id>``."""
+    out = []
+    for o in overrides:
+        m = re.fullmatch(r"task=(.+)", o)
+        if m and m.group(1) not in available("task"):
+            out += ["task=external", f"task.name={m.group(1)}"]
+        else:
+            out.append(o)
+    return out
+
+
+def _schema_keys(schema: Any, prefix: str) -> list[str]:
+    return [f"{prefix}.{f.name}" for f in dataclasses.fields(schema)]
+
+
+def _explain(exc: Exception) -> str:
+    """Map hydra/OmegaConf errors to messages that name the key and the fix."""
+    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    full = str(exc)
+    m = re.search(r"Could not find '(\w+)/([^']+)'", full)
+    if m:
+        return f"unknown {m.group(1)} '{m.group(2)}'; choose one of: {', '.join(available(m.group(1)))}"
+    m = re.search(r"Could not override '([\w.]+)'", full) or re.search(r"Key '(\w+)' (?:is )?not in struct", full)
+    key = None
+    m2 = re.search(r"full_key: ([\w.]+)", full)
+    if m2:
+        key = m2.group(1)
+    elif m:
+        key = m.group(1)
+    if "not in struct" in full or "Could not override" in full or "ConfigKeyError" in type(exc).__name__:
+        if key:
+            group = key.split(".")[0]
+            schema = {"algo": None, "task": None, "env": None, "runner": None, "sim": None}
+            valid = _valid_keys(group)
+            hint = f"; valid keys: {', '.join(valid)}" if valid and key.count(".") >= 1 else ""
+            if "." not in key:
+                hint = "; top-level keys: algo, task, sim, env, runner, seed, device"
+            del schema
+            return f"unknown config key '{key}'{hint}"
+    m = re.search(r"Value '([^']*)' (?:of type '\w+' )?could not be converted to (\w+)", full)
+    if m:
+        return f"{key or 'value'}: expected {m.group(2).lower()}, got '{m.group(1)}'"
+    if "Missing mandatory value" in full:
+        return f"missing value for '{key}': set it on the command line, e.g. {key}=<value>"
+    return msg
+
+
+def _valid_keys(group: str) -> list[str]:
+    from ctrl_rl import config as c
+
+    schema = {"algo": c.PPOConfig, "task": c.TaskConfig, "env": c.EnvConfig,
+              "runner": c.RunnerConfig, "sim": c.SimConfig}.get(group)
+    return [k.split(".", 1)[1] for k in _schema_keys(schema, group)] if schema else []
+
+
+def load_train_config(overrides: list[str]) -> TrainConfig:
+    """Compose ``configs/train.yaml`` with ``overrides`` and validate it against the schema."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    bad = [o for o in overrides if "=" not in o]
+    if bad:
+        raise ConfigError(f"'{bad[0]}' is not an override; write key=value, e.g. env.num_envs=256")
+    overrides = _route_external_task(overrides)
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
+            raw = compose(config_name="train", overrides=overrides)
+        algo_name = raw.algo.get("name", "ppo")
+        if algo_name not in ALGO_SCHEMAS:
+            raise ConfigError(f"algo.name: unknown algorithm '{algo_name}'; choose one of: {', '.join(ALGO_SCHEMAS)}")
+        schema = OmegaConf.structured(TrainConfig)
+        merged = OmegaConf.merge(schema, raw)
+        cfg = OmegaConf.to_object(merged)
+    except ConfigError:
+        raise
+    except Exception as exc:  # hydra / omegaconf: unknown key, bad type, missing file
+        raise ConfigError(_explain(exc)) from None
+    finally:
+        GlobalHydra.instance().clear()
+    assert isinstance(cfg, TrainConfig)
+    return cfg
+
+
+def config_from_dict(d: dict[str, Any]) -> TrainConfig:
+    """Rebuild a validated TrainConfig from ``dataclasses.asdict`` output (checkpoints)."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainConfig), d))  # type: ignore[return-value]
+
+
+def config_hash(cfg: TrainConfig) -> str:
+    """Short stable hash of the resolved config (goes into exported bundles)."""
+    blob = json.dumps(dataclasses.asdict(cfg), sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def config_yaml(cfg: TrainConfig) -> str:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_yaml(OmegaConf.structured(cfg))

@@ -1,0 +1,130 @@
+"""Gaussian actor and value critic over observation groups (asymmetric actor-critic)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from ctrl_rl.env import Obs
+from ctrl_rl.nets.mlp import mlp
+from ctrl_rl.nets.normalizer import EmpiricalNormalizer
+
+STD_TYPES = ("scalar", "state_dependent")
+
+
+def concat_groups(obs: Obs, groups: Sequence[str]) -> torch.Tensor:
+    """Concatenate observation groups into one network input (one group: no copy)."""
+    if len(groups) == 1:
+        return obs[groups[0]]
+    return torch.cat([obs[g] for g in groups], dim=-1)
+
+
+class GaussianActor(nn.Module):
+    """Observation normalizer -> MLP -> mean, with a bounded standard deviation.
+
+    ``std_type="scalar"``: a learned log-std per action dim, independent of the state (the
+    rsl_rl/PPO default). ``"state_dependent"``: the MLP also outputs a log-std per dim.
+    Std is parameterized in log space and clamped to ``[min_std, max_std]``, so it can never
+    become negative or NaN through the optimizer (a classic rsl_rl crash).
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        hidden: Sequence[int],
+        activation: str,
+        init_std: float,
+        std_type: str,
+        min_std: float,
+        max_std: float,
+        normalize_obs: bool,
+    ):
+        super().__init__()
+        if std_type not in STD_TYPES:
+            raise ValueError(f"unknown std_type '{std_type}'; choose one of: {', '.join(STD_TYPES)}")
+        self.action_dim = action_dim
+        self.std_type = std_type
+        self.min_log_std, self.max_log_std = float(torch.tensor(min_std).log()), float(torch.tensor(max_std).log())
+        self.normalizer: nn.Module = EmpiricalNormalizer(obs_dim) if normalize_obs else nn.Identity()
+        out_dim = action_dim * (2 if std_type == "state_dependent" else 1)
+        self.net = mlp(obs_dim, hidden, out_dim, activation, out_gain=0.01)
+        init_log_std = torch.full((action_dim,), float(torch.tensor(init_std).log()))
+        if std_type == "scalar":
+            self.log_std = nn.Parameter(init_log_std)
+        else:  # start the state-dependent head at init_std too
+            with torch.no_grad():
+                self.net[-1].bias[action_dim:] = init_log_std
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Deterministic action (the mean): what deployment runs."""
+        return self.distribution(obs)[0]
+
+    def distribution(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(mean, std)`` of the action distribution for raw (unnormalized) ``obs``."""
+        out = self.net(self.normalizer(obs))
+        if self.std_type == "scalar":
+            mean, log_std = out, self.log_std.expand_as(out)
+        else:
+            mean, log_std = out.split(self.action_dim, dim=-1)
+        return mean, log_std.clamp(self.min_log_std, self.max_log_std).exp()
+
+
+class ValueCritic(nn.Module):
+    """Observation normalizer -> MLP -> scalar value ``[batch]``."""
+
+    def __init__(self, obs_dim: int, hidden: Sequence[int], activation: str, normalize_obs: bool):
+        super().__init__()
+        self.normalizer: nn.Module = EmpiricalNormalizer(obs_dim) if normalize_obs else nn.Identity()
+        self.net = mlp(obs_dim, hidden, 1, activation, out_gain=1.0)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.net(self.normalizer(obs)).squeeze(-1)
+
+
+class ActorCritic(nn.Module):
+    """The PPO model: which observation groups feed the actor and the critic, and both nets."""
+
+    def __init__(
+        self,
+        obs_dims: dict[str, int],
+        action_dim: int,
+        actor_obs: Sequence[str],
+        critic_obs: Sequence[str],
+        actor_hidden: Sequence[int],
+        critic_hidden: Sequence[int],
+        activation: str,
+        init_std: float,
+        std_type: str,
+        min_std: float,
+        max_std: float,
+        normalize_obs: bool,
+    ):
+        super().__init__()
+        for name, groups in (("actor_obs", actor_obs), ("critic_obs", critic_obs)):
+            missing = [g for g in groups if g not in obs_dims]
+            if missing:
+                raise ValueError(
+                    f"algo.{name} names observation group(s) {missing} the env does not provide; "
+                    f"available: {sorted(obs_dims)}"
+                )
+        self.actor_obs, self.critic_obs = list(actor_obs), list(critic_obs)
+        self.actor = GaussianActor(
+            sum(obs_dims[g] for g in actor_obs), action_dim, actor_hidden, activation,
+            init_std, std_type, min_std, max_std, normalize_obs,
+        )
+        self.critic = ValueCritic(sum(obs_dims[g] for g in critic_obs), critic_hidden, activation, normalize_obs)
+
+    def actor_input(self, obs: Obs) -> torch.Tensor:
+        return concat_groups(obs, self.actor_obs)
+
+    def critic_input(self, obs: Obs) -> torch.Tensor:
+        return concat_groups(obs, self.critic_obs)
+
+    @torch.no_grad()
+    def update_normalizers(self, actor_in: torch.Tensor, critic_in: torch.Tensor) -> None:
+        for module, x in ((self.actor.normalizer, actor_in), (self.critic.normalizer, critic_in)):
+            if isinstance(module, EmpiricalNormalizer):
+                module.update(x)

@@ -1,0 +1,27 @@
+"""Diagonal Gaussian math as plain functions (no ``torch.distributions`` object overhead)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+def gaussian_log_prob(actions: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
+    """``log N(actions; mean, diag(std^2))`` summed over the last dim -> ``[batch]``."""
+    z = (actions - mean) / std
+    return (-0.5 * z.square() - std.log() - _LOG_SQRT_2PI).sum(-1)
+
+
+def gaussian_entropy(std: torch.Tensor) -> torch.Tensor:
+    """Entropy of a diagonal Gaussian, summed over the last dim."""
+    return (std.log() + 0.5 + _LOG_SQRT_2PI).sum(-1)
+
+
+def gaussian_kl(mean0: torch.Tensor, std0: torch.Tensor, mean1: torch.Tensor, std1: torch.Tensor) -> torch.Tensor:
+    """``KL(N0 || N1)`` for diagonal Gaussians, summed over the last dim (closed form)."""
+    return (
+        torch.log(std1 / std0) + (std0.square() + (mean0 - mean1).square()) / (2.0 * std1.square()) - 0.5
+    ).sum(-1)

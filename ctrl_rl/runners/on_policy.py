@@ -1,0 +1,106 @@
+"""The on-policy training loop: collect, compute returns, update, log, checkpoint, resume."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import ctrl_rl
+from ctrl_rl.algos.ppo import PPO
+from ctrl_rl.config import TrainConfig
+from ctrl_rl.env import VecEnv
+from ctrl_rl.utils.checkpoint import rng_state, save_atomic, set_rng_state
+from ctrl_rl.utils.logger import EpisodeStats, TrainLogger
+
+log = logging.getLogger(__name__)
+
+
+class OnPolicyRunner:
+    """Owns the loop; the algorithm owns the learning (rsl_rl's split).
+
+    ``iteration`` counts completed iterations; ``model_<it>.pt`` holds the state after
+    ``it`` of them, so resuming from it and training to the same total reproduces an
+    uninterrupted run exactly when the env exposes its state.
+    """
+
+    def __init__(self, env: VecEnv, cfg: TrainConfig, log_dir: Path | None = None):
+        self.env, self.cfg, self.log_dir = env, cfg, log_dir
+        self.alg = PPO(cfg.algo, env.obs_dims, env.action_dim, env.num_envs, env.device, seed=cfg.seed)
+        self.iteration = 0
+        self.history: list[dict[str, float]] = []
+        self.obs = None
+        self.steps_per_iteration = env.num_envs * cfg.algo.num_steps_per_env
+
+    def learn(self, max_iterations: int | None = None) -> list[dict[str, float]]:
+        """Train until ``max_iterations`` completed iterations (a total, not a count to add)."""
+        total = max_iterations or self.cfg.runner.max_iterations
+        if self.obs is None:
+            self.obs = self.env.reset(seed=self.cfg.seed)
+        logger = TrainLogger(self.log_dir, total, self.steps_per_iteration, self.iteration, self.history,
+                             progress=self.cfg.runner.progress)
+        episodes = EpisodeStats(self.env.device)
+        T = self.cfg.algo.num_steps_per_env
+        try:
+            while self.iteration < total:
+                t0 = time.perf_counter()
+                obs = self.obs
+                for _ in range(T):
+                    actions = self.alg.act(obs)
+                    obs, rewards, terminated, truncated, info = self.env.step(actions)
+                    self.alg.process_step(obs, rewards, terminated, truncated, info)
+                    episodes.add(terminated, truncated, info)
+                self.obs = obs
+                self.alg.compute_returns()
+                t1 = time.perf_counter()
+                stats = self.alg.update()
+                t2 = time.perf_counter()
+                self.iteration += 1
+                logger.log_iteration(self.iteration, stats, episodes, t1 - t0, t2 - t1)
+                episodes.reset()
+                self.history = logger.history
+                if self.log_dir is not None and (
+                    self.iteration % self.cfg.runner.save_interval == 0 or self.iteration == total
+                ):
+                    self.save(self.log_dir / f"model_{self.iteration}.pt")
+        finally:
+            logger.close()
+        return self.history
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "ctrl_rl_version": ctrl_rl.__version__,
+            "iteration": self.iteration,
+            "env_steps": self.iteration * self.steps_per_iteration,
+            "algo": self.alg.state_dict(),
+            "env_state": self.env.get_state() if self.env.supports_state else None,
+            "obs": self.obs,
+            "rng": rng_state(),
+            "history": self.history,
+            "config": dataclasses.asdict(self.cfg),
+            "obs_dims": dict(self.env.obs_dims),
+            "action_dim": self.env.action_dim,
+        }
+
+    def save(self, path: Path) -> Path:
+        return save_atomic(self.state_dict(), path)
+
+    def load(self, path: Path, load_env_state: bool = True) -> None:
+        """Restore everything a checkpoint holds; the loop then continues from its iteration."""
+        # CPU first: RNG states must stay CPU byte tensors; modules copy onto their device
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        self.alg.load_state_dict(state["algo"])
+        self.iteration = state["iteration"]
+        self.history = list(state.get("history", []))
+        set_rng_state(state["rng"])
+        if load_env_state and state.get("env_state") is not None and self.env.supports_state:
+            self.env.set_state(state["env_state"])
+            self.obs = {k: v.to(self.env.device) for k, v in state["obs"].items()}
+        else:  # env state not restorable: continue from fresh episodes (not bit-exact)
+            log.warning("env state not restored from %s: resuming from freshly reset envs", path)
+            self.obs = self.env.reset(seed=self.cfg.seed + self.iteration)

@@ -1,0 +1,87 @@
+"""Building the pieces a command needs from a config or a checkpoint (shared by the CLI)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import difflib
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ctrl_rl.config import TrainConfig
+from ctrl_rl.configure import config_from_dict, config_yaml
+from ctrl_rl.env import VecEnv
+from ctrl_rl.utils.checkpoint import resolve_checkpoint
+
+log = logging.getLogger(__name__)
+
+
+def build_env(cfg: TrainConfig, num_envs: int | None = None, seed: int | None = None) -> VecEnv:
+    from ctrl_rl.sims import make_env
+
+    return make_env(cfg.sim.name, cfg.task.name, num_envs or cfg.env.num_envs, cfg.device,
+                     seed=cfg.seed if seed is None else seed, **cfg.task.kwargs)
+
+
+def task_root(cfg: TrainConfig) -> Path:
+    """``logs/<algo>/<task>``: where runs of this algo and task live."""
+    return Path(cfg.runner.log_root) / cfg.algo.name / cfg.task.name.replace("/", "_")
+
+
+def new_run_dir(cfg: TrainConfig) -> Path:
+    stamp = dt.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    name = f"{stamp}_{cfg.runner.run_name}" if cfg.runner.run_name else stamp
+    run = task_root(cfg) / name
+    suffix = 1
+    while run.exists():  # two runs started in the same second
+        run = task_root(cfg) / f"{name}_{suffix}"
+        suffix += 1
+    (run / "params").mkdir(parents=True)
+    return run
+
+
+def write_params(run_dir: Path, cfg: TrainConfig, overrides: list[str]) -> None:
+    params = run_dir / "params"
+    params.mkdir(parents=True, exist_ok=True)
+    (params / "config.yaml").write_text(config_yaml(cfg))
+    (params / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides) or "[]\n")
+
+
+def find_checkpoint(spec: str, cfg: TrainConfig | None = None, log_root: str = "logs") -> Path:
+    """``latest`` searches this algo/task's runs when ``cfg`` is given, else every run."""
+    if spec != "latest" or cfg is not None:
+        return resolve_checkpoint(spec, task_root(cfg) if cfg is not None else None)
+    candidates = [p for p in Path(log_root).glob("*/*/*/model_*.pt")]
+    if not candidates:
+        raise FileNotFoundError(f"no checkpoints under '{log_root}/'; train first (ctrl-rl train)")
+    newest_run = max(candidates, key=lambda p: p.stat().st_mtime).parent
+    return resolve_checkpoint(str(newest_run))
+
+
+def load_checkpoint(path: Path) -> tuple[TrainConfig, dict[str, Any]]:
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    return config_from_dict(state["config"]), state
+
+
+def report_config_drift(saved: TrainConfig, current: TrainConfig) -> list[str]:
+    """Keys whose value differs between a checkpoint's config and the one resuming it."""
+    ignore = {"runner.checkpoint", "runner.max_iterations", "runner.progress"}
+
+    def flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            key = f"{prefix}{k}"
+            out.update(flat(v, key + ".") if isinstance(v, dict) else {key: v})
+        return out
+
+    a, b = flat(dataclasses.asdict(saved)), flat(dataclasses.asdict(current))
+    return [f"{k}: {a.get(k)} -> {b.get(k)}" for k in sorted(set(a) | set(b))
+            if k not in ignore and a.get(k) != b.get(k)]
+
+
+def closest(name: str, choices: list[str]) -> str:
+    match = difflib.get_close_matches(name, choices, n=1)
+    return f" (did you mean '{match[0]}'?)" if match else ""

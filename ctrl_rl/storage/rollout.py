@@ -1,0 +1,129 @@
+"""Fixed-size on-policy rollout storage ``[T, N, ...]`` on the env's device."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class Minibatch:
+    """One minibatch of flattened ``[B, ...]`` samples for the PPO update."""
+
+    actor_obs: torch.Tensor
+    critic_obs: torch.Tensor
+    actions: torch.Tensor
+    old_log_prob: torch.Tensor
+    old_mean: torch.Tensor
+    old_std: torch.Tensor
+    old_values: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+
+
+class RolloutStorage:
+    """Holds one collection phase of ``num_steps`` x ``num_envs`` transitions.
+
+    Observations are stored raw (the networks normalize), so an update always sees them
+    through the current normalizer. ``critic_obs`` has ``T + 1`` rows: the last is the
+    observation after the final step, for bootstrapping. ``final_critic_obs[t]`` is the
+    true last observation where an episode ended at step ``t`` (its value bootstraps a
+    truncation), and the next observation elsewhere.
+    """
+
+    def __init__(
+        self, num_steps: int, num_envs: int, actor_dim: int, critic_dim: int, action_dim: int, device: torch.device
+    ):
+        T, N = num_steps, num_envs
+        self.num_steps, self.num_envs, self.device = T, N, device
+
+        def z(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+            return torch.zeros(*shape, dtype=dtype, device=device)
+
+        self.actor_obs = z(T, N, actor_dim)
+        self.critic_obs = z(T + 1, N, critic_dim)
+        self.final_critic_obs = z(T, N, critic_dim)
+        self.actions = z(T, N, action_dim)
+        self.log_prob = z(T, N)
+        self.mean = z(T, N, action_dim)
+        self.std = z(T, N, action_dim)
+        self.rewards = z(T, N)
+        self.terminated = z(T, N, dtype=torch.bool)
+        self.dones = z(T, N, dtype=torch.bool)
+        # filled by the algorithm after the rollout
+        self.values = z(T, N)
+        self.advantages = z(T, N)
+        self.returns = z(T, N)
+        self.step = 0
+
+    def add(
+        self,
+        actor_obs: torch.Tensor,
+        critic_obs: torch.Tensor,
+        actions: torch.Tensor,
+        log_prob: torch.Tensor,
+        mean: torch.Tensor,
+        std: torch.Tensor,
+    ) -> None:
+        """Record what the policy saw and did at the current step."""
+        t = self.step
+        if t >= self.num_steps:
+            raise RuntimeError("RolloutStorage is full: call clear() after the update")
+        self.actor_obs[t] = actor_obs
+        self.critic_obs[t] = critic_obs
+        self.actions[t] = actions
+        self.log_prob[t] = log_prob
+        self.mean[t] = mean
+        self.std[t] = std
+
+    def add_outcome(
+        self,
+        rewards: torch.Tensor,
+        terminated: torch.Tensor,
+        truncated: torch.Tensor,
+        next_critic_obs: torch.Tensor,
+        final_critic_obs: torch.Tensor,
+    ) -> None:
+        """Record what the env answered to the current step, then advance."""
+        t = self.step
+        self.rewards[t] = rewards
+        self.terminated[t] = terminated
+        self.dones[t] = terminated | truncated
+        self.final_critic_obs[t] = final_critic_obs
+        self.critic_obs[t + 1] = next_critic_obs
+        self.step += 1
+
+    @property
+    def full(self) -> bool:
+        return self.step == self.num_steps
+
+    def clear(self) -> None:
+        self.step = 0
+
+    def minibatches(
+        self, num_minibatches: int, generator: torch.Generator, advantages: torch.Tensor | None = None
+    ) -> Iterator[Minibatch]:
+        """Yield a fresh random partition of all ``T * N`` samples into minibatches.
+
+        Called once per epoch so every epoch gets its own permutation (rsl_rl reuses one
+        for all epochs). ``advantages`` overrides the stored ones (e.g. normalized).
+        """
+        total = self.num_steps * self.num_envs
+        size = total // num_minibatches
+        perm = torch.randperm(total, generator=generator, device=generator.device).to(self.device)
+        adv = (self.advantages if advantages is None else advantages).reshape(total)
+        flat = {
+            "actor_obs": self.actor_obs.reshape(total, -1),
+            "critic_obs": self.critic_obs[:-1].reshape(total, -1),
+            "actions": self.actions.reshape(total, -1),
+            "old_log_prob": self.log_prob.reshape(total),
+            "old_mean": self.mean.reshape(total, -1),
+            "old_std": self.std.reshape(total, -1),
+            "old_values": self.values.reshape(total),
+            "returns": self.returns.reshape(total),
+        }
+        for i in range(num_minibatches):
+            idx = perm[i * size : (i + 1) * size]
+            yield Minibatch(advantages=adv[idx], **{k: v[idx] for k, v in flat.items()})

@@ -1,0 +1,174 @@
+"""Training logger: TensorBoard (rsl_rl v5 tags), live console progress, CSV and a curve PNG."""
+
+from __future__ import annotations
+
+import csv
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+log = logging.getLogger(__name__)
+
+LOSS_TAGS = {"value": "Loss/value", "surrogate": "Loss/surrogate", "entropy": "Loss/entropy",
+             "learning_rate": "Loss/learning_rate", "mean_std": "Policy/mean_std",
+             "approx_kl": "Policy/approx_kl", "clip_fraction": "Policy/clip_fraction",
+             "explained_variance": "Policy/explained_variance"}
+"""Learner stat -> TensorBoard tag; stats not listed go to ``Loss/<name>``."""
+
+
+def format_duration(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}"
+
+
+class EpisodeStats:
+    """Accumulates finished-episode returns/lengths on the env's device (no per-step sync)."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.reset()
+
+    def reset(self) -> None:
+        z = torch.zeros((), device=self.device, dtype=torch.float64)
+        self.ret_sum, self.len_sum, self.count = z.clone(), z.clone(), z.clone()
+        self.log_sums: dict[str, torch.Tensor] = {}
+        self.log_steps = 0
+
+    def add(self, terminated: torch.Tensor, truncated: torch.Tensor, info: dict[str, Any]) -> None:
+        if "episode" in info:
+            done = terminated | truncated
+            ep = info["episode"]
+            self.ret_sum += torch.where(done, ep["return"], 0).sum()
+            self.len_sum += torch.where(done, ep["length"], 0).sum()
+            self.count += done.sum()
+        for k, v in info.get("log", {}).items():
+            v = torch.as_tensor(v, device=self.device, dtype=torch.float64).mean()
+            self.log_sums[k] = self.log_sums.get(k, 0.0) + v
+        self.log_steps += 1 if info.get("log") else 0
+
+    def read(self) -> tuple[float | None, float | None, dict[str, float]]:
+        """``(mean_return, mean_length, log_means)``; ``None`` when no episode finished."""
+        count = float(self.count)
+        logs = {k: float(v) / max(1, self.log_steps) for k, v in self.log_sums.items()}
+        if count == 0:
+            return None, None, logs
+        return float(self.ret_sum) / count, float(self.len_sum) / count, logs
+
+
+class TrainLogger:
+    """Writes one iteration's numbers to TensorBoard, the console and the run history."""
+
+    def __init__(self, log_dir: Path | None, total_iterations: int, steps_per_iteration: int,
+                 start_iteration: int = 0, history: list[dict[str, float]] | None = None, progress: bool = True):
+        self.log_dir = log_dir
+        self.total_iterations = total_iterations
+        self.steps_per_iteration = steps_per_iteration
+        self.start_iteration = start_iteration
+        self.history = list(history or [])
+        self.progress = progress
+        self.tty = sys.stdout.isatty()
+        self._t0 = time.perf_counter()
+        self._last_print = 0.0
+        self.last_reward: float | None = self.history[-1].get("mean_reward") if self.history else None
+        self.last_length: float | None = self.history[-1].get("mean_episode_length") if self.history else None
+        self.writer = None
+        if log_dir is not None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            # purge_step drops events a killed run wrote after its last checkpoint
+            self.writer = SummaryWriter(str(log_dir), purge_step=start_iteration if start_iteration else None)
+
+    def log_iteration(self, it: int, stats: dict[str, float], episodes: EpisodeStats,
+                      collection_time: float, learning_time: float) -> None:
+        """``it`` counts completed iterations (1-based), matching ``model_<it>.pt``."""
+        mean_ret, mean_len, term_logs = episodes.read()
+        if mean_ret is not None:
+            self.last_reward, self.last_length = mean_ret, mean_len
+        fps = self.steps_per_iteration / max(collection_time + learning_time, 1e-9)
+        row = {"iteration": it, "env_steps": it * self.steps_per_iteration, "fps": fps,
+               "collection_time": collection_time, "learning_time": learning_time, **stats}
+        if self.last_reward is not None:
+            row["mean_reward"], row["mean_episode_length"] = self.last_reward, self.last_length
+        self.history.append(row)
+        if self.writer is not None:
+            w = self.writer
+            if self.last_reward is not None:
+                w.add_scalar("Train/mean_reward", self.last_reward, it)
+                w.add_scalar("Train/mean_episode_length", self.last_length, it)
+            for k, v in stats.items():
+                w.add_scalar(LOSS_TAGS.get(k, f"Loss/{k}"), v, it)
+            for k, v in term_logs.items():
+                w.add_scalar(f"Episode/{k}", v, it)
+            w.add_scalar("Perf/total_fps", fps, it)
+            w.add_scalar("Perf/collection_time", collection_time, it)
+            w.add_scalar("Perf/learning_time", learning_time, it)
+        if self.progress:
+            self._print_progress(it, fps)
+
+    def _print_progress(self, it: int, fps: float) -> None:
+        now = time.perf_counter()
+        done = it - self.start_iteration
+        final = it == self.total_iterations
+        if not self.tty and not final and now - self._last_print < 5.0 and done != 1:
+            return  # in logs/CI: a line every 5 s, not one per iteration
+        self._last_print = now
+        elapsed = now - self._t0
+        eta = elapsed / max(done, 1) * (self.total_iterations - it)
+        reward = "n/a" if self.last_reward is None else f"{self.last_reward:9.2f}"
+        length = "n/a" if self.last_length is None else f"{self.last_length:6.1f}"
+        width = 20
+        filled = int(width * it / max(self.total_iterations, 1))
+        bar = "#" * filled + "-" * (width - filled)
+        line = (f"[{bar}] it {it}/{self.total_iterations} | {it * self.steps_per_iteration / 1e6:7.2f}M steps | "
+                f"{fps / 1e3:7.1f}k steps/s | reward {reward} | ep len {length} | "
+                f"elapsed {format_duration(elapsed)} | ETA {format_duration(eta)}")
+        if self.tty:
+            sys.stdout.write("\r" + line + ("\n" if final else ""))
+        else:
+            sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+    def close(self) -> None:
+        """Flush TensorBoard and write ``metrics.csv`` and ``learning_curve.png``."""
+        if self.writer is not None:
+            self.writer.flush()
+            self.writer.close()
+        if self.log_dir is None or not self.history:
+            return
+        keys = sorted({k for row in self.history for k in row})
+        with open(self.log_dir / "metrics.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=keys)
+            w.writeheader()
+            w.writerows(self.history)
+        write_learning_curve(self.history, self.log_dir / "learning_curve.png")
+
+
+def write_learning_curve(history: list[dict[str, float]], path: Path) -> None:
+    """Mean episode return against env steps (and throughput), as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in history if "mean_reward" in r]
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    if rows:
+        ax.plot([r["env_steps"] / 1e6 for r in rows], [r["mean_reward"] for r in rows], color="tab:blue")
+    ax.set_xlabel("env steps (M)")
+    ax.set_ylabel("mean episode return")
+    ax.set_title("Learning curve")
+    ax.grid(alpha=0.3)
+    ax2.plot([r["env_steps"] / 1e6 for r in history], [r["fps"] / 1e3 for r in history], color="tab:orange")
+    ax2.set_xlabel("env steps (M)")
+    ax2.set_ylabel("k env-steps/s (incl. update)")
+    ax2.set_title("Throughput")
+    ax2.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

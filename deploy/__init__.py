@@ -1,0 +1,1 @@
+"""Deployment: ONNX export with parity check (torch side), runtime (numpy + onnxruntime)."""

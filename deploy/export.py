@@ -1,0 +1,104 @@
+"""Checkpoint -> ``exported/policy.onnx``: normalizer, deterministic action head and clip in
+the graph, metadata at full precision, and a parity check that refuses a bad bundle.
+
+Needs torch (the ``train`` extra); the runtime side (:mod:`ctrl_rl.deploy.runtime`) does not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+PARITY_TOL = 1e-5
+"""Max abs difference allowed between onnxruntime and torch actions."""
+
+
+class ExportedPolicy(nn.Module):
+    """``obs[batch, obs_dim] -> actions[batch, action_dim]``: the mean action, clipped."""
+
+    def __init__(self, actor: nn.Module, action_bounds: tuple[float, float] | None):
+        super().__init__()
+        self.actor = actor
+        self.bounds = action_bounds
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        actions = self.actor(obs)
+        if self.bounds is not None:
+            actions = actions.clamp(self.bounds[0], self.bounds[1])
+        return actions
+
+
+class ParityError(RuntimeError):
+    """The ONNX graph does not reproduce the torch policy; no bundle was written."""
+
+
+def _onnx_actions(model_bytes: bytes, obs: np.ndarray) -> np.ndarray:
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
+    return sess.run(None, {"obs": obs.astype(np.float32)})[0]
+
+
+def check_parity(policy: nn.Module, model_bytes: bytes, observations: np.ndarray, tol: float = PARITY_TOL) -> float:
+    """Max abs diff between torch and onnxruntime on ``observations``; raises past ``tol``."""
+    with torch.no_grad():
+        expected = policy(torch.as_tensor(observations, dtype=torch.float32)).numpy()
+    got = _onnx_actions(model_bytes, observations)
+    diff = float(np.abs(expected - got).max())
+    if not np.isfinite(diff) or diff > tol:
+        raise ParityError(f"ONNX output differs from torch by {diff:.3g} (> {tol:g}); refusing to write the bundle")
+    return diff
+
+
+def export_onnx(
+    actor: nn.Module,
+    obs_dim: int,
+    action_bounds: tuple[float, float] | None,
+    output: Path,
+    metadata: dict[str, Any],
+    recorded_obs: np.ndarray | None = None,
+    opset: int = 18,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Export ``actor`` (raw obs -> mean action) to a single-file ONNX model at ``output``.
+
+    The file appears only after onnxruntime matched torch on recorded and random
+    observations (batch sizes 1 and many: the batch dimension is dynamic).
+    """
+    import onnx
+
+    policy = ExportedPolicy(actor, action_bounds).cpu().eval()
+    example = torch.zeros(2, obs_dim)
+    batch = torch.export.Dim("batch", min=1, max=1 << 20)
+    program = torch.onnx.export(
+        policy, (example,), input_names=["obs"], output_names=["actions"], opset_version=opset,
+        dynamic_shapes=({0: batch},), dynamo=True, external_data=False, verbose=False,
+    )
+    model = program.model_proto
+    for key, value in metadata.items():
+        entry = model.metadata_props.add()
+        entry.key = key
+        entry.value = value if isinstance(value, str) else json.dumps(value)
+    model_bytes = model.SerializeToString()
+
+    rng = np.random.default_rng(seed)
+    scale = 3.0
+    probes = [rng.normal(size=(1, obs_dim)) * scale, rng.normal(size=(257, obs_dim)) * scale]
+    if recorded_obs is not None and len(recorded_obs):
+        probes.append(np.asarray(recorded_obs, dtype=np.float32).reshape(-1, obs_dim))
+    diffs = [check_parity(policy, model_bytes, p.astype(np.float32)) for p in probes]
+
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".policy.", suffix=".onnx.tmp", dir=output.parent)
+    with os.fdopen(fd, "wb") as f:
+        f.write(model_bytes)
+    os.replace(tmp, output)
+    onnx.checker.check_model(str(output))
+    return {"path": str(output), "max_abs_diff": max(diffs), "num_probes": sum(len(p) for p in probes)}

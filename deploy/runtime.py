@@ -1,0 +1,38 @@
+"""Torch-free policy runtime: numpy + onnxruntime only (safe to install on a robot computer)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+class OnnxPolicy:
+    """Loads an exported bundle and maps observations to actions with onnxruntime."""
+
+    def __init__(self, path: str | Path, intra_op_threads: int = 1):
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = intra_op_threads
+        self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        meta = self.session.get_modelmeta().custom_metadata_map
+        self.metadata: dict[str, Any] = {}
+        for k, v in meta.items():
+            try:
+                self.metadata[k] = json.loads(v)
+            except json.JSONDecodeError:
+                self.metadata[k] = v
+        self.obs_dim = int(self.session.get_inputs()[0].shape[1])
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        obs = np.asarray(obs, dtype=np.float32)
+        single = obs.ndim == 1
+        if single:
+            obs = obs[None]
+        if obs.shape[-1] != self.obs_dim:
+            raise ValueError(f"observation has {obs.shape[-1]} values; the policy expects {self.obs_dim}")
+        actions = self.session.run(None, {"obs": obs})[0]
+        return actions[0] if single else actions

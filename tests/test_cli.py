@@ -1,0 +1,56 @@
+"""The command line: help texts, and bad configs failing fast with one actionable line."""
+
+import subprocess
+import sys
+
+import pytest
+
+
+def ctrl_rl(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ctrl_rl.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=300)
+
+
+@pytest.mark.parametrize(
+    "override,expected",
+    [
+        ("task=nope", "unknown task 'nope' for sim 'torch'; choose one of: cartpole_balance"),
+        ("env.num_envs=-4", "env.num_envs: must be a positive integer, got -4"),
+        ("env.num_envs=abc", "env.num_envs: expected integer, got 'abc'"),
+        ("algo.learnin_rate=1e-3", "unknown config key 'algo.learnin_rate'"),
+        ("algo=sacc", "unknown algo 'sacc'; choose one of: ppo"),
+        ("algo.schedule=cosine", "algo.schedule: must be one of: adaptive, fixed"),
+        ("sim=bullet", "unknown sim 'bullet'; choose one of: gymnasium, torch"),
+        ("algo.critic_obs=[privileged]", "names observation group(s) ['privileged']"),
+    ],
+)
+def test_bad_config_is_one_line_error_naming_the_fix(tmp_path, override, expected):
+    r = ctrl_rl("train", override, f"runner.log_root={tmp_path}", "runner.max_iterations=1", cwd=tmp_path)
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr, r.stderr
+    lines = [line for line in r.stderr.strip().splitlines() if not line.startswith(("INFO", "WARNING"))]
+    assert len(lines) == 1, r.stderr
+    assert expected in lines[0], lines[0]
+    assert not list(tmp_path.glob("ppo/*/*/model_*.pt"))  # failed before any work
+
+
+def test_unknown_key_lists_valid_keys(tmp_path):
+    r = ctrl_rl("train", "algo.learnin_rate=1e-3", cwd=tmp_path)
+    assert "learning_rate" in r.stderr  # the valid key is named
+
+
+def test_help_lists_tasks_algos_and_documented_keys():
+    top = ctrl_rl("--help")
+    assert top.returncode == 0 and "pendulum" in top.stdout and "ppo" in top.stdout
+    train = ctrl_rl("train", "--help")
+    assert train.returncode == 0
+    assert "algo.clip_param=0.2" in train.stdout and "Surrogate clip" in train.stdout
+    assert "cartpole_swingup" in train.stdout
+    listed = ctrl_rl("list")
+    assert "sim=torch" in listed.stdout and "point_mass" in listed.stdout
+
+
+def test_cfg_prints_resolved_config_with_task_overrides():
+    r = ctrl_rl("train", "task=pendulum", "algo.learning_rate=3e-4", "--cfg")
+    assert r.returncode == 0, r.stderr
+    assert "learning_rate: 0.0003" in r.stdout and "name: pendulum" in r.stdout

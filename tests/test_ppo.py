@@ -1,0 +1,88 @@
+"""PPO's use of the rollout: truncation bootstraps from V(final_obs), value normalization, NaN guard."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from ctrl_rl.algos.ppo import PPO
+from ctrl_rl.config import PPOConfig
+from ctrl_rl.utils.guards import NonFiniteError
+
+
+def linear_critic_ppo(**overrides) -> PPO:
+    """PPO on 1-d obs whose critic is exactly V(x) = x (a single linear layer set by hand)."""
+    cfg = PPOConfig(num_steps_per_env=2, actor_hidden=[4], critic_hidden=[], normalize_obs=False,
+                    gamma=0.5, lam=0.5, normalize_advantage=False, **overrides)
+    alg = PPO(cfg, {"policy": 1}, 1, num_envs=2, device="cpu")
+    lin = alg.model.critic.net[-1]
+    with torch.no_grad():
+        lin.weight.fill_(1.0)
+        lin.bias.zero_()
+    return alg
+
+
+def obs(*xs):
+    return {"policy": torch.tensor(xs, dtype=torch.float32).unsqueeze(-1)}
+
+
+def run_two_steps(alg: PPO, final_env0: float, terminated: bool):
+    # env 0 ends at step 0 (final obs = final_env0, reset obs 0.0); env 1 never ends
+    alg.act(obs(1.0, 1.0))
+    t = torch.tensor([terminated, False])
+    alg.process_step(obs(0.0, 2.0), torch.tensor([1.0, 1.0]), t, ~t & torch.tensor([True, False]),
+                     {"final_obs": obs(final_env0, 2.0)})
+    alg.act(obs(0.0, 2.0))
+    alg.process_step(obs(5.0, 3.0), torch.tensor([1.0, 1.0]), torch.tensor([False, False]),
+                     torch.tensor([False, False]), {"final_obs": obs(5.0, 3.0)})
+    alg.compute_returns()
+    return alg.storage.advantages
+
+
+def test_truncation_bootstraps_from_final_obs_not_reset_obs():
+    alg = linear_critic_ppo()
+    adv = run_two_steps(alg, final_env0=4.0, terminated=False)
+    # env 0, t=0 truncated: δ = 1 + .5 * V(final=4) - V(1) = 2.0 ; trace cut -> A = 2.0
+    # env 0, t=1: δ = 1 + .5 * V(5) - V(0) = 3.5
+    # env 1: δ1 = 1 + .5*3 - 2 = .5 ; δ0 = 1 + .5*2 - 1 = 1 ; A0 = 1 + .25*.5 = 1.125
+    assert torch.allclose(adv, torch.tensor([[2.0, 1.125], [3.5, 0.5]]))
+
+
+def test_termination_ignores_final_obs_value():
+    alg = linear_critic_ppo()
+    adv = run_two_steps(alg, final_env0=4.0, terminated=True)
+    # env 0, t=0 terminated: δ = 1 - V(1) = 0
+    assert adv[0, 0].item() == pytest.approx(0.0)
+
+
+def test_value_normalization_reports_values_in_return_units():
+    alg = linear_critic_ppo(normalize_value=True)
+    alg.value_normalizer.mean.fill_(10.0)
+    alg.value_normalizer.var.fill_(4.0)
+    run_two_steps(alg, final_env0=4.0, terminated=False)
+    # critic output x -> value 10 + 2x (denormalized): V(1) = 12 at step 0
+    assert alg.storage.values[0, 0].item() == pytest.approx(12.0, abs=1e-4)
+    stats = alg.update()
+    assert all(torch.isfinite(torch.tensor(v)) for v in stats.values())
+
+
+def test_nan_reward_raises_actionable_error():
+    alg = linear_critic_ppo()
+    alg.act(obs(1.0, 1.0))
+    alg.process_step(obs(0.0, 2.0), torch.tensor([float("nan"), 1.0]), torch.tensor([False, False]),
+                     torch.tensor([False, False]), {"final_obs": obs(0.0, 2.0)})
+    alg.act(obs(0.0, 2.0))
+    alg.process_step(obs(0.0, 2.0), torch.tensor([1.0, 1.0]), torch.tensor([False, False]),
+                     torch.tensor([False, False]), {"final_obs": obs(0.0, 2.0)})
+    with pytest.raises(NonFiniteError, match="rewards contains NaN.*env's reward.*step\\(\\)"):
+        alg.compute_returns()
+
+
+def test_config_rejects_bad_values_with_key_names():
+    from ctrl_rl.config import ConfigError
+
+    with pytest.raises(ConfigError, match="algo.num_minibatches: must be > 0"):
+        PPOConfig(num_minibatches=0)
+    with pytest.raises(ConfigError, match="algo.schedule: must be one of: adaptive, fixed"):
+        PPOConfig(schedule="cosine")
+    assert dataclasses.asdict(PPOConfig())["clip_param"] == 0.2
