@@ -86,3 +86,26 @@ def test_config_rejects_bad_values_with_key_names():
     with pytest.raises(ConfigError, match="algo.schedule: must be one of: adaptive, fixed"):
         PPOConfig(schedule="cosine")
     assert dataclasses.asdict(PPOConfig())["clip_param"] == 0.2
+
+
+def test_asymmetric_actor_critic_uses_privileged_critic_group():
+    from ctrl_rl.sims import make_env
+
+    env = make_env("torch", "point_mass", 8, seed=0)
+    assert "critic" in env.obs_dims and env.obs_dims["critic"] != env.obs_dims["policy"]
+    cfg = PPOConfig(num_steps_per_env=4, actor_hidden=[8], critic_hidden=[8], num_minibatches=2)
+    alg = PPO(cfg, env.obs_dims, env.action_dim, env.num_envs, "cpu")
+    assert alg.model.critic_obs == ["critic"]  # picked automatically (critic_obs=None)
+    assert alg.model.critic.net[0].in_features == env.obs_dims["critic"]
+    assert alg.model.actor.net[0].in_features == env.obs_dims["policy"]
+    obs = env.reset(seed=0)
+    for _ in range(4):
+        actions = alg.act(obs)
+        obs, r, term, trunc, info = env.step(actions)
+        alg.process_step(obs, r, term, trunc, info)
+    alg.compute_returns()
+    stats = alg.update()
+    assert all(torch.isfinite(torch.tensor(v)) for v in stats.values())
+    # explicit groups: both nets on the policy group
+    sym = PPO(PPOConfig(critic_obs=["policy"], actor_hidden=[8], critic_hidden=[8]), env.obs_dims, 2, 8, "cpu")
+    assert sym.model.critic.net[0].in_features == env.obs_dims["policy"]

@@ -1,0 +1,34 @@
+"""Learning tests on 2 CPU cores: PPO must reach a stated return within a stated budget.
+
+Budgets are the task configs' own defaults (``configs/task/*.yaml``), so these tests also
+guard what ``ctrl-rl train task=<id>`` gives a user. Scores are deterministic-policy
+evaluations on fresh seeds, in gymnasium's reward scale.
+"""
+
+import pytest
+
+from ctrl_rl.commands import evaluate, train
+from ctrl_rl.configure import load_train_config
+
+
+def budget(overrides: list[str]) -> int:
+    cfg = load_train_config(overrides)
+    return cfg.env.num_envs * cfg.algo.num_steps_per_env * cfg.runner.max_iterations
+
+
+@pytest.mark.slow
+def test_ppo_pendulum_swingup_reaches_minus_200_within_5M_steps(tmp_path):
+    overrides = ["task=pendulum", f"runner.log_root={tmp_path}", "runner.progress=false"]
+    assert budget(overrides) <= 5_000_000
+    run = train(overrides)
+    result = evaluate(str(run), [], episodes=100, seed=2024)
+    assert result["mean_return"] >= -200.0, result
+
+
+@pytest.mark.slow
+def test_ppo_cartpole_balance_reaches_max_return_within_1M_steps(tmp_path):
+    overrides = ["task=cartpole_balance", f"runner.log_root={tmp_path}", "runner.progress=false"]
+    assert budget(overrides) <= 1_000_000
+    run = train(overrides)
+    result = evaluate(str(run), [], episodes=100, seed=2024)
+    assert result["min_return"] == pytest.approx(500.0), result  # every episode survives 500 steps
