@@ -22,11 +22,10 @@ from ctrl_rl.utils.checkpoint import seed_everything
 log = logging.getLogger(__name__)
 
 
-def _make_runner(cfg: TrainConfig, log_dir: Path | None):
+def _make_runner(cfg: TrainConfig):
     from ctrl_rl.runners.on_policy import OnPolicyRunner
 
-    env = build_env(cfg)
-    return OnPolicyRunner(env, cfg, log_dir)
+    return OnPolicyRunner(build_env(cfg), cfg)
 
 
 def train(overrides: list[str], checkpoint: str | None = None, print_cfg: bool = False) -> Path:
@@ -37,22 +36,22 @@ def train(overrides: list[str], checkpoint: str | None = None, print_cfg: bool =
         print(config_yaml(cfg), end="")
         return Path()
     seed_everything(cfg.seed)
-    if checkpoint:
-        path = find_checkpoint(checkpoint, cfg)
+    path = find_checkpoint(checkpoint, cfg) if checkpoint else None
+    runner = _make_runner(cfg)  # env and learner first: config errors stop before any file is written
+    if path is not None:
         saved, _ = load_checkpoint(path)
         drift = report_config_drift(saved, cfg)
         if drift:
             log.warning("config differs from the checkpoint's (resume is exact only without changes): %s",
                         "; ".join(drift))
         run_dir = path.parent
-        runner = _make_runner(cfg, run_dir)
         runner.load(path)
         print(f"resuming {path} at iteration {runner.iteration} -> {cfg.runner.max_iterations}")
     else:
         run_dir = new_run_dir(cfg)
-        runner = _make_runner(cfg, run_dir)
         print(f"training {cfg.algo.name} on {cfg.task.name} ({cfg.sim.name}, {cfg.env.num_envs} envs, "
               f"{cfg.device}) -> {run_dir}")
+    runner.log_dir = run_dir
     write_params(run_dir, cfg, overrides)
     runner.learn(cfg.runner.max_iterations)
     print(f"done: {run_dir} (learning_curve.png, metrics.csv, model_{runner.iteration}.pt)")

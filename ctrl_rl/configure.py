@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import hashlib
 import json
 import re
@@ -10,9 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from ctrl_rl.config import ALGO_SCHEMAS, ConfigError, TrainConfig
-
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
-
 
 def config_dir() -> Path:
     """The ``configs/`` folder (the source tree in editable installs, package data otherwise)."""
@@ -38,48 +36,40 @@ def _route_external_task(overrides: list[str]) -> list[str]:
     return out
 
 
-def _schema_keys(schema: Any, prefix: str) -> list[str]:
-    return [f"{prefix}.{f.name}" for f in dataclasses.fields(schema)]
+_GROUP_SCHEMAS = {"task": "TaskConfig", "sim": "SimConfig", "env": "EnvConfig", "runner": "RunnerConfig"}
+
+
+def _valid_keys(group: str, algo: str = "ppo") -> list[str]:
+    """Field names of the schema behind a config group (``algo`` depends on the algorithm)."""
+    from ctrl_rl import config as c
+
+    schema = ALGO_SCHEMAS.get(algo) if group == "algo" else getattr(c, _GROUP_SCHEMAS.get(group, ""), None)
+    return [f.name for f in dataclasses.fields(schema)] if schema else []
 
 
 def _explain(exc: Exception) -> str:
-    """Map hydra/OmegaConf errors to messages that name the key and the fix."""
-    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    """Map a hydra/OmegaConf error to one line naming the key and the fix."""
     full = str(exc)
     m = re.search(r"Could not find '(\w+)/([^']+)'", full)
     if m:
         return f"unknown {m.group(1)} '{m.group(2)}'; choose one of: {', '.join(available(m.group(1)))}"
-    m = re.search(r"Could not override '([\w.]+)'", full) or re.search(r"Key '(\w+)' (?:is )?not in struct", full)
-    key = None
-    m2 = re.search(r"full_key: ([\w.]+)", full)
-    if m2:
-        key = m2.group(1)
-    elif m:
-        key = m.group(1)
-    if "not in struct" in full or "Could not override" in full or "ConfigKeyError" in type(exc).__name__:
-        if key:
-            group = key.split(".")[0]
-            schema = {"algo": None, "task": None, "env": None, "runner": None, "sim": None}
-            valid = _valid_keys(group)
-            hint = f"; valid keys: {', '.join(valid)}" if valid and key.count(".") >= 1 else ""
-            if "." not in key:
-                hint = "; top-level keys: algo, task, sim, env, runner, seed, device"
-            del schema
-            return f"unknown config key '{key}'{hint}"
+    m = re.search(r"full_key: ([\w.\[\]]+)", full) or re.search(r"Could not override '([\w.]+)'", full)
+    key = m.group(1) if m else None
+    if key and ("not in struct" in full or "Could not override" in full or "ConfigKeyError" in full
+                or "Key '" in full and "not in" in full):
+        group, _, name = key.partition(".")
+        if not name:
+            return f"unknown config key '{key}'; top-level keys: algo, task, sim, env, runner, seed, device"
+        valid = _valid_keys(group)
+        close = difflib.get_close_matches(name, valid, n=1)
+        hint = f" (did you mean '{group}.{close[0]}'?)" if close else ""
+        return f"unknown config key '{key}'{hint}; valid keys: {', '.join(valid)}"
     m = re.search(r"Value '([^']*)' (?:of type '\w+' )?could not be converted to (\w+)", full)
     if m:
         return f"{key or 'value'}: expected {m.group(2).lower()}, got '{m.group(1)}'"
     if "Missing mandatory value" in full:
         return f"missing value for '{key}': set it on the command line, e.g. {key}=<value>"
-    return msg
-
-
-def _valid_keys(group: str) -> list[str]:
-    from ctrl_rl import config as c
-
-    schema = {"algo": c.PPOConfig, "task": c.TaskConfig, "env": c.EnvConfig,
-              "runner": c.RunnerConfig, "sim": c.SimConfig}.get(group)
-    return [k.split(".", 1)[1] for k in _schema_keys(schema, group)] if schema else []
+    return full.strip().splitlines()[0] if full.strip() else type(exc).__name__
 
 
 def load_train_config(overrides: list[str]) -> TrainConfig:

@@ -31,7 +31,7 @@ def test_bad_config_is_one_line_error_naming_the_fix(tmp_path, override, expecte
     lines = [line for line in r.stderr.strip().splitlines() if not line.startswith(("INFO", "WARNING"))]
     assert len(lines) == 1, r.stderr
     assert expected in lines[0], lines[0]
-    assert not list(tmp_path.glob("ppo/*/*/model_*.pt"))  # failed before any work
+    assert not list(tmp_path.rglob("params"))  # failed before any work: no run directory
 
 
 def test_unknown_key_lists_valid_keys(tmp_path):
