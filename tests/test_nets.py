@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from ctrl_rl.config import PPOConfig
 from ctrl_rl.nets.actor_critic import ActorCritic, GaussianActor
 from ctrl_rl.nets.normalizer import EmpiricalNormalizer
 from ctrl_rl.storage.rollout import RolloutStorage
@@ -45,7 +46,7 @@ def test_actor_std_starts_at_init_and_respects_bounds(std_type):
 
 def test_actor_critic_rejects_missing_obs_group():
     with pytest.raises(ValueError, match="critic_obs.*'critic'.*available"):
-        ActorCritic({"policy": 3}, 1, ["policy"], ["critic"], [8], [8], "elu", 1.0, "scalar", 1e-3, 10.0, True)
+        ActorCritic({"policy": 3}, 1, PPOConfig(critic_obs=["critic"]))
 
 
 def test_minibatches_fresh_permutation_each_epoch_and_full_coverage():

@@ -29,13 +29,6 @@ from ctrl_rl.storage.rollout import RolloutStorage
 from ctrl_rl.utils.guards import check_finite
 
 
-def resolve_critic_obs(cfg: PPOConfig, obs_dims: dict[str, int]) -> list[str]:
-    """``critic_obs=None`` means the privileged ``critic`` group when the env has one."""
-    if cfg.critic_obs is not None:
-        return list(cfg.critic_obs)
-    return ["critic"] if "critic" in obs_dims else list(cfg.actor_obs)
-
-
 class PPO:
     """Owns the actor-critic, its optimizer, the rollout storage and the PPO update."""
 
@@ -43,11 +36,7 @@ class PPO:
                  device: torch.device | str, seed: int = 0):
         self.cfg = cfg
         self.device = torch.device(device)
-        self.model = ActorCritic(
-            obs_dims, action_dim, cfg.actor_obs, resolve_critic_obs(cfg, obs_dims),
-            cfg.actor_hidden, cfg.critic_hidden, cfg.activation, cfg.init_std, cfg.std_type,
-            cfg.min_std, cfg.max_std, cfg.normalize_obs,
-        ).to(self.device)
+        self.model = ActorCritic(obs_dims, action_dim, cfg).to(self.device)
         self.learning_rate = cfg.learning_rate
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.learning_rate)
         self.value_normalizer = EmpiricalNormalizer(1, eps=1e-8, clip=None).to(self.device) if cfg.normalize_value else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -10,6 +11,9 @@ from torch import nn
 from ctrl_rl.env import Obs
 from ctrl_rl.nets.mlp import mlp
 from ctrl_rl.nets.normalizer import EmpiricalNormalizer
+
+if TYPE_CHECKING:
+    from ctrl_rl.config import PPOConfig
 
 STD_TYPES = ("scalar", "state_dependent")
 
@@ -85,37 +89,33 @@ class ValueCritic(nn.Module):
 
 
 class ActorCritic(nn.Module):
-    """The PPO model: which observation groups feed the actor and the critic, and both nets."""
+    """The PPO model: which observation groups feed the actor and the critic, and both nets.
 
-    def __init__(
-        self,
-        obs_dims: dict[str, int],
-        action_dim: int,
-        actor_obs: Sequence[str],
-        critic_obs: Sequence[str],
-        actor_hidden: Sequence[int],
-        critic_hidden: Sequence[int],
-        activation: str,
-        init_std: float,
-        std_type: str,
-        min_std: float,
-        max_std: float,
-        normalize_obs: bool,
-    ):
+    ``cfg`` is the algorithm's config (``PPOConfig`` or any config with the same model
+    fields). ``critic_obs=None`` there means the privileged ``critic`` group when the env
+    has one, else the actor's groups.
+    """
+
+    def __init__(self, obs_dims: dict[str, int], action_dim: int, cfg: "PPOConfig"):
         super().__init__()
-        for name, groups in (("actor_obs", actor_obs), ("critic_obs", critic_obs)):
+        critic_obs = cfg.critic_obs
+        if critic_obs is None:
+            critic_obs = ["critic"] if "critic" in obs_dims else list(cfg.actor_obs)
+        for name, groups in (("actor_obs", cfg.actor_obs), ("critic_obs", critic_obs)):
             missing = [g for g in groups if g not in obs_dims]
             if missing:
                 raise ValueError(
                     f"algo.{name} names observation group(s) {missing} the env does not provide; "
                     f"available: {sorted(obs_dims)}"
                 )
-        self.actor_obs, self.critic_obs = list(actor_obs), list(critic_obs)
+        self.actor_obs, self.critic_obs = list(cfg.actor_obs), list(critic_obs)
         self.actor = GaussianActor(
-            sum(obs_dims[g] for g in actor_obs), action_dim, actor_hidden, activation,
-            init_std, std_type, min_std, max_std, normalize_obs,
+            sum(obs_dims[g] for g in self.actor_obs), action_dim, cfg.actor_hidden, cfg.activation,
+            cfg.init_std, cfg.std_type, cfg.min_std, cfg.max_std, cfg.normalize_obs,
         )
-        self.critic = ValueCritic(sum(obs_dims[g] for g in critic_obs), critic_hidden, activation, normalize_obs)
+        self.critic = ValueCritic(
+            sum(obs_dims[g] for g in self.critic_obs), cfg.critic_hidden, cfg.activation, cfg.normalize_obs
+        )
 
     def actor_input(self, obs: Obs) -> torch.Tensor:
         return concat_groups(obs, self.actor_obs)
