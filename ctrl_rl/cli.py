@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
-from pathlib import Path
 
 EPILOG = """examples:
   ctrl-rl train task=pendulum
@@ -63,6 +63,9 @@ def cmd_eval(args: argparse.Namespace, overrides: list[str]) -> None:
 def cmd_play(args: argparse.Namespace, overrides: list[str]) -> None:
     from ctrl_rl.commands import play
 
+    if args.checkpoint and "=" in args.checkpoint:  # `play --agent zero task=X`: an override, not a path
+        overrides, args.checkpoint = [args.checkpoint, *overrides], None
+
     play(args.checkpoint, overrides, agent=args.agent, episodes=args.episodes, seed=args.seed)
 
 
@@ -115,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    for chatty in ("onnx_ir", "onnxscript", "torch.onnx", "matplotlib"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if args.command is None:
@@ -129,6 +134,9 @@ def main(argv: list[str] | None = None) -> None:
     from ctrl_rl.config import ConfigError
     from ctrl_rl.utils.guards import NonFiniteError
 
+    if os.environ.get("CTRL_RL_DEBUG"):  # full tracebacks for bug reports
+        args.func(args, extra)
+        return
     try:
         args.func(args, extra)
     except ConfigError as exc:
@@ -139,7 +147,7 @@ def main(argv: list[str] | None = None) -> None:
         _die(str(exc), code=3)
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
-        raise SystemExit(130)
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":

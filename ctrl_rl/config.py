@@ -129,7 +129,8 @@ class EnvConfig:
     """Parallel environments."""
 
     def __post_init__(self) -> None:
-        _check(self.num_envs > 0, "env.num_envs", f"must be a positive integer, got {self.num_envs} (e.g. env.num_envs=256)")
+        _check(self.num_envs > 0, "env.num_envs",
+               f"must be a positive integer, got {self.num_envs} (e.g. env.num_envs=256)")
 
 
 @dataclass

@@ -12,6 +12,7 @@ from typing import Any
 
 from ctrl_rl.config import ALGO_SCHEMAS, ConfigError, TrainConfig
 
+
 def config_dir() -> Path:
     """The ``configs/`` folder (the source tree in editable installs, package data otherwise)."""
     import ctrl_rl.configs as pkg

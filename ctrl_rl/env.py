@@ -74,5 +74,5 @@ class VecEnv(ABC):
         """Whether :meth:`get_state` / :meth:`set_state` are implemented."""
         return type(self).get_state is not VecEnv.get_state
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, not abstract
         """Release simulator resources."""

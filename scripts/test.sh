@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fresh machine -> the whole test suite (unit, conformance, learning and resume tests; ~25 min on 2 cores).
+# Fresh machine -> the whole test suite (unit, conformance, learning and resume tests; ~5 min on 2 cores).
 # Extra pytest arguments pass through, e.g. `bash scripts/test.sh -m "not slow"`.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -18,6 +18,7 @@ for the same seed. This backend steps on the host (numpy); tensors are moved to 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -137,10 +138,8 @@ class GymnasiumVecEnv(VecEnv):
     def _spec_max_steps(self, name: str) -> int:
         # Sub-env specs first: they carry a ``max_episode_steps`` override given to make_vec.
         specs = []
-        try:
+        with contextlib.suppress(Exception):  # vector envs differ in what get_attr supports
             specs += list(self.vec.get_attr("spec"))
-        except Exception:  # noqa: BLE001 - vector envs differ in what get_attr supports
-            pass
         specs.append(self.vec.spec)
         for spec in specs:
             if spec is not None and spec.max_episode_steps is not None:

@@ -54,3 +54,9 @@ def test_cfg_prints_resolved_config_with_task_overrides():
     r = ctrl_rl("train", "task=pendulum", "algo.learning_rate=3e-4", "--cfg")
     assert r.returncode == 0, r.stderr
     assert "learning_rate: 0.0003" in r.stdout and "name: pendulum" in r.stdout
+
+
+def test_play_zero_agent_needs_no_checkpoint(tmp_path):
+    r = ctrl_rl("play", "--agent", "zero", "task=cartpole_swingup", "--episodes", "2", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "on cartpole_swingup" in r.stdout and r.stdout.strip().splitlines()[-1].startswith("RESULT mean_return=")

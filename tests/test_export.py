@@ -7,9 +7,9 @@ import sys
 import numpy as np
 import pytest
 import torch
+from ctrl_rl.deploy.export import ParityError, check_parity, export_onnx
 
 from ctrl_rl.commands import export, train
-from ctrl_rl.deploy.export import ParityError, check_parity, export_onnx
 from ctrl_rl.nets.actor_critic import GaussianActor
 
 TINY = ["task=pendulum", "env.num_envs=16", "algo.num_steps_per_env=8", "algo.actor_hidden=[16]",

@@ -107,10 +107,7 @@ def test_autoreset_modes_give_identical_trajectories(env_id, kwargs, policy) -> 
     gen = torch.Generator().manual_seed(0)
     seen = {"terminated": 0, "truncated": 0, "terminal_on_last_step": 0}
     for t in range(steps):
-        if policy is None:
-            actions = torch.rand(n, 1, generator=gen) * 2 - 1
-        else:
-            actions = policy(obs[0]["policy"])
+        actions = torch.rand(n, 1, generator=gen) * 2 - 1 if policy is None else policy(obs[0]["policy"])
         results = [e.step(actions) for e in envs]
         ref_obs, ref_rew, ref_term, ref_trunc, ref_info = results[0]
         for mode, (o, r, te, tr, info) in zip(MODES[1:], results[1:], strict=True):

@@ -31,7 +31,7 @@ def assert_same(a, b, path="state"):
             assert_same(a[k], b[k], f"{path}.{k}")
     elif isinstance(a, (list, tuple)):
         assert len(a) == len(b), path
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
             assert_same(x, y, f"{path}[{i}]")
     else:
         import numpy as np
@@ -96,6 +96,7 @@ def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path):
     killed_at = max(int(p.stem.split("_")[1]) for p in run_b.glob("model_*.pt"))
     assert killed_at < total, "the killed run got too far; make iterations slower"
 
+    time.sleep(1.1)  # TensorBoard orders event files by their creation second, then by name
     resumed = train(SMALL + [f"runner.max_iterations={total}", f"runner.log_root={root_b}"], checkpoint="latest")
     assert resumed == run_b  # continues in the same run directory
     a, b = final_params(straight, total), final_params(run_b, total)
@@ -103,8 +104,18 @@ def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path):
     for k in a:
         assert torch.equal(a[k], b[k]), f"{k} differs after kill + resume"
     # the logs continue from the saved step: one row per iteration, none twice, none missing
-    rows = list(csv.DictReader(open(run_b / "metrics.csv")))
+    with open(run_b / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
     assert [int(r["iteration"]) for r in rows] == list(range(1, total + 1))
-    ref = list(csv.DictReader(open(straight / "metrics.csv")))
+    with open(straight / "metrics.csv") as f:
+        ref = list(csv.DictReader(f))
     for key in ("mean_reward", "value", "surrogate", "learning_rate"):
         assert [r.get(key) for r in rows] == [r.get(key) for r in ref], key
+    # TensorBoard: what the killed run wrote past its checkpoint was purged, nothing is doubled
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_b)).Reload()
+    assert [e.step for e in events.Scalars("Loss/value")] == list(range(1, total + 1))
+    ref_events = EventAccumulator(str(straight)).Reload()
+    assert [e.value for e in events.Scalars("Loss/value")] == [e.value for e in ref_events.Scalars("Loss/value")]
+    assert "Perf/total_fps" in events.Tags()["scalars"] and "Policy/mean_std" in events.Tags()["scalars"]

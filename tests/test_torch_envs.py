@@ -287,7 +287,7 @@ def test_cartpole_swingup_upright_reward_and_start() -> None:
 
 def test_cartpole_swingup_terminates_only_off_track() -> None:
     env = make_env("torch", "cartpole_swingup", 2, seed=0)
-    for steps in range(1, 501):
+    for steps in range(1, 501):  # noqa: B007 - read after the loop
         _, _, terminated, truncated, info = env.step(torch.ones(2, 1))  # full push right
         if terminated.any():
             break

@@ -39,7 +39,9 @@ class PPO:
         self.model = ActorCritic(obs_dims, action_dim, cfg).to(self.device)
         self.learning_rate = cfg.learning_rate
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.learning_rate)
-        self.value_normalizer = EmpiricalNormalizer(1, eps=1e-8, clip=None).to(self.device) if cfg.normalize_value else None
+        self.value_normalizer = (
+            EmpiricalNormalizer(1, eps=1e-8, clip=None).to(self.device) if cfg.normalize_value else None
+        )
         actor_dim = sum(obs_dims[g] for g in self.model.actor_obs)
         critic_dim = sum(obs_dims[g] for g in self.model.critic_obs)
         self.storage = RolloutStorage(cfg.num_steps_per_env, num_envs, actor_dim, critic_dim, action_dim, self.device)
@@ -117,7 +119,8 @@ class PPO:
             out["explained_variance"] = float(explained_variance(s.values.flatten(), s.returns.flatten()))
         for key in ("value", "surrogate"):
             check_finite(f"loss/{key}", torch.tensor(out[key]), "the PPO update",
-                         hint="lower algo.learning_rate, keep algo.normalize_obs=true, or check rewards for huge values")
+                         hint="lower algo.learning_rate, keep algo.normalize_obs=true, "
+                              "or check rewards for huge values")
         s.clear()
         return out
 

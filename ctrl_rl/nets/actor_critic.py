@@ -96,7 +96,7 @@ class ActorCritic(nn.Module):
     has one, else the actor's groups.
     """
 
-    def __init__(self, obs_dims: dict[str, int], action_dim: int, cfg: "PPOConfig"):
+    def __init__(self, obs_dims: dict[str, int], action_dim: int, cfg: PPOConfig):
         super().__init__()
         critic_obs = cfg.critic_obs
         if critic_obs is None:

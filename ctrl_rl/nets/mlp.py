@@ -32,7 +32,7 @@ def mlp(
         raise ValueError(f"unknown activation '{activation}'; choose one of: {', '.join(ACTIVATIONS)}")
     layers: list[nn.Module] = []
     dims = [in_dim, *hidden]
-    for d_in, d_out in zip(dims[:-1], dims[1:]):
+    for d_in, d_out in zip(dims[:-1], dims[1:], strict=True):
         layers += [nn.Linear(d_in, d_out), ACTIVATIONS[activation]()]
     last = nn.Linear(dims[-1], out_dim)
     if out_gain is not None:

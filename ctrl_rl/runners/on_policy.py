@@ -66,6 +66,7 @@ class OnPolicyRunner:
                 if self.log_dir is not None and (
                     self.iteration % self.cfg.runner.save_interval == 0 or self.iteration == total
                 ):
+                    logger.flush()
                     self.save(self.log_dir / f"model_{self.iteration}.pt")
         finally:
             logger.close()

@@ -5,19 +5,20 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
-from functools import lru_cache
+from functools import cache
 
 
-@lru_cache(maxsize=None)
+@cache
 def field_docs(cls: type) -> dict[str, str]:
     """``{field: docstring}`` from the string literal following each annotated field."""
     tree = ast.parse(inspect.getsource(cls))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs: dict[str, str] = {}
-    for node, nxt in zip(body, body[1:]):
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str):
-                docs[node.target.id] = " ".join(nxt.value.value.split())
+    for node, nxt in zip(body, body[1:], strict=False):
+        is_field = isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+        is_doc = isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)
+        if is_field and is_doc:
+            docs[node.target.id] = " ".join(nxt.value.value.split())
     return docs
 
 

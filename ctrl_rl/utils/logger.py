@@ -82,7 +82,7 @@ class TrainLogger:
             from torch.utils.tensorboard import SummaryWriter
 
             # purge_step drops events a killed run wrote after its last checkpoint
-            self.writer = SummaryWriter(str(log_dir), purge_step=start_iteration if start_iteration else None)
+            self.writer = SummaryWriter(str(log_dir), purge_step=start_iteration + 1 if start_iteration else None)
 
     def log_iteration(self, it: int, stats: dict[str, float], episodes: EpisodeStats,
                       collection_time: float, learning_time: float) -> None:
@@ -133,6 +133,12 @@ class TrainLogger:
         else:
             sys.stdout.write(line + "\n")
         sys.stdout.flush()
+
+    def flush(self) -> None:
+        """Make everything logged so far durable (called with each checkpoint, so a killed
+        run's TensorBoard history reaches exactly as far as its last checkpoint)."""
+        if self.writer is not None:
+            self.writer.flush()
 
     def close(self) -> None:
         """Flush TensorBoard and write ``metrics.csv`` and ``learning_curve.png``."""
