@@ -132,6 +132,7 @@ def main(argv: list[str] | None = None) -> None:
     if unknown_flags:
         _die(f"unknown option '{unknown_flags[0]}' for '{args.command}'; see ctrl-rl {args.command} --help")
     from ctrl_rl.config import ConfigError
+    from ctrl_rl.deploy.export import ParityError
     from ctrl_rl.utils.guards import NonFiniteError
 
     if os.environ.get("CTRL_RL_DEBUG"):  # full tracebacks for bug reports
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
         _die(str(exc))
     except (FileNotFoundError, ValueError) as exc:
         _die(str(exc))
-    except NonFiniteError as exc:
+    except (NonFiniteError, ParityError) as exc:
         _die(str(exc), code=3)
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)

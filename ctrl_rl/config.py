@@ -166,6 +166,11 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         _check(self.seed >= 0, "seed", f"must be >= 0, got {self.seed}")
+        batch = self.env.num_envs * self.algo.num_steps_per_env
+        _check(batch >= 2 * self.algo.num_minibatches, "algo.num_minibatches",
+               f"a batch of {batch} samples (env.num_envs x algo.num_steps_per_env) cannot fill "
+               f"{self.algo.num_minibatches} minibatches of 2 or more; "
+               "lower algo.num_minibatches or raise env.num_envs")
         _check(self.device == "cpu" or self.device.startswith("cuda") or self.device == "mps", "device",
                f"must be cpu, cuda or cuda:<index> (got '{self.device}')")
 

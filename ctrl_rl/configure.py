@@ -61,6 +61,8 @@ def _explain(exc: Exception) -> str:
         group, _, name = key.partition(".")
         if not name:
             return f"unknown config key '{key}'; top-level keys: algo, task, sim, env, runner, seed, device"
+        if key.startswith("task.kwargs."):
+            return f"'{key}' is a new key: add it with a leading '+', e.g. +{key}=<value>"
         valid = _valid_keys(group)
         close = difflib.get_close_matches(name, valid, n=1)
         hint = f" (did you mean '{group}.{close[0]}'?)" if close else ""
@@ -101,6 +103,35 @@ def load_train_config(overrides: list[str]) -> TrainConfig:
         GlobalHydra.instance().clear()
     assert isinstance(cfg, TrainConfig)
     return cfg
+
+
+def apply_overrides(cfg: TrainConfig, overrides: list[str]) -> TrainConfig:
+    """``key.sub=value`` overrides on top of a saved config (a checkpoint's), validated.
+
+    Group choices (``task=pendulum``) must agree with the saved config: a checkpoint is for
+    one task and algorithm. A leading ``+`` (hydra's "add a key") is accepted and ignored.
+    """
+    from omegaconf import OmegaConf
+
+    dotted = []
+    for o in overrides:
+        key, sep, value = o.lstrip("+").partition("=")
+        if not sep:
+            raise ConfigError(f"'{o}' is not an override; write key=value, e.g. env.num_envs=256")
+        saved = {"task": cfg.task.name, "algo": cfg.algo.name, "sim": cfg.sim.name}.get(key)
+        if saved is not None:
+            if value != saved:
+                raise ConfigError(f"{key}={value} conflicts with the checkpoint, which is for {key} '{saved}'; "
+                                  f"drop the override or pick a checkpoint of {key} '{value}'")
+            continue
+        dotted.append(f"{key}={value}")
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(cfg), OmegaConf.from_dotlist(dotted))
+        return OmegaConf.to_object(merged)  # type: ignore[return-value]
+    except ConfigError:
+        raise
+    except Exception as exc:
+        raise ConfigError(_explain(exc)) from None
 
 
 def config_from_dict(d: dict[str, Any]) -> TrainConfig:

@@ -43,11 +43,12 @@ def new_run_dir(cfg: TrainConfig) -> Path:
     return run
 
 
-def write_params(run_dir: Path, cfg: TrainConfig, overrides: list[str]) -> None:
+def write_params(run_dir: Path, cfg: TrainConfig, overrides: list[str], prefix: str = "") -> None:
+    """``params/<prefix>config.yaml`` and ``<prefix>overrides.yaml`` (a resume adds its own pair)."""
     params = run_dir / "params"
     params.mkdir(parents=True, exist_ok=True)
-    (params / "config.yaml").write_text(config_yaml(cfg))
-    (params / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides) or "[]\n")
+    (params / f"{prefix}config.yaml").write_text(config_yaml(cfg))
+    (params / f"{prefix}overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides) or "[]\n")
 
 
 def find_checkpoint(spec: str, cfg: TrainConfig | None = None, log_root: str = "logs") -> Path:

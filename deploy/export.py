@@ -95,10 +95,14 @@ def export_onnx(
         probes.append(np.asarray(recorded_obs, dtype=np.float32).reshape(-1, obs_dim))
     diffs = [check_parity(policy, model_bytes, p.astype(np.float32)) for p in probes]
 
+    onnx.checker.check_model(model)
     output.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".policy.", suffix=".onnx.tmp", dir=output.parent)
-    with os.fdopen(fd, "wb") as f:
-        f.write(model_bytes)
-    os.replace(tmp, output)
-    onnx.checker.check_model(str(output))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(model_bytes)
+        os.replace(tmp, output)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return {"path": str(output), "max_abs_diff": max(diffs), "num_probes": sum(len(p) for p in probes)}

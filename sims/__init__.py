@@ -86,6 +86,14 @@ def _make_torch(
         raise ValueError(
             f"unknown task {task!r} for sim 'torch'; choose one of: {', '.join(sorted(TASKS))}"
         )
+    import inspect
+
+    params = inspect.signature(TASKS[task].__init__).parameters
+    valid = [n for n, p in params.items() if p.kind is p.KEYWORD_ONLY or n == "max_episode_length"]
+    unknown = [k for k in kw if k not in params or k in ("self", "num_envs", "device", "seed")]
+    if unknown:
+        raise ValueError(f"task {task!r} has no parameter {unknown[0]!r} (task.kwargs); "
+                         f"valid: {', '.join(valid) or 'none'}")
     return TASKS[task](num_envs, device, seed, **kw)
 
 

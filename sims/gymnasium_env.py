@@ -95,6 +95,8 @@ class GymnasiumVecEnv(VecEnv):
         if isinstance(vec, str):
             if num_envs is None or num_envs < 1:
                 raise ValueError(f"num_envs must be >= 1 when building {vec!r}, got {num_envs}")
+            if max_episode_length is not None:  # the real TimeLimit, not just the attribute
+                env_kwargs.setdefault("max_episode_steps", int(max_episode_length))
             vec = make_gymnasium_vector(
                 vec, num_envs, vectorization_mode, vector_kwargs, **env_kwargs
             )

@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 
 def ctrl_rl(*args: str, cwd=None) -> subprocess.CompletedProcess:
@@ -22,10 +23,15 @@ def ctrl_rl(*args: str, cwd=None) -> subprocess.CompletedProcess:
         ("algo.schedule=cosine", "algo.schedule: must be one of: adaptive, fixed"),
         ("sim=bullet", "unknown sim 'bullet'; choose one of: gymnasium, torch"),
         ("algo.critic_obs=[privileged]", "names observation group(s) ['privileged']"),
+        ("+task.kwargs.gravity=5", "task 'pendulum' has no parameter 'gravity' (task.kwargs); valid: g, m, l"),
+        ("task.kwargs.g=5", "'task.kwargs.g' is a new key: add it with a leading '+'"),
+        ("env.num_envs=1 algo.num_steps_per_env=4", "algo.num_minibatches: a batch of 4 samples"),
+        pytest.param("device=cuda", "device: 'cuda' is not available on this machine",
+                     marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")),
     ],
 )
 def test_bad_config_is_one_line_error_naming_the_fix(tmp_path, override, expected):
-    r = ctrl_rl("train", override, f"runner.log_root={tmp_path}", "runner.max_iterations=1", cwd=tmp_path)
+    r = ctrl_rl("train", *override.split(), f"runner.log_root={tmp_path}", "runner.max_iterations=1", cwd=tmp_path)
     assert r.returncode != 0
     assert "Traceback" not in r.stderr, r.stderr
     lines = [line for line in r.stderr.strip().splitlines() if not line.startswith(("INFO", "WARNING"))]
@@ -60,3 +66,15 @@ def test_play_zero_agent_needs_no_checkpoint(tmp_path):
     r = ctrl_rl("play", "--agent", "zero", "task=cartpole_swingup", "--episodes", "2", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "on cartpole_swingup" in r.stdout and r.stdout.strip().splitlines()[-1].startswith("RESULT mean_return=")
+
+
+def test_eval_refuses_another_task_and_accepts_env_overrides(tmp_path):
+    r = ctrl_rl("train", "task=pendulum", "env.num_envs=8", "algo.num_steps_per_env=8", "algo.actor_hidden=[8]",
+                "algo.critic_hidden=[8]", "runner.max_iterations=1", "runner.progress=false", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    bad = ctrl_rl("eval", "latest", "--episodes", "2", "task=cartpole_balance", cwd=tmp_path)
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr
+    assert "task=cartpole_balance conflicts with the checkpoint, which is for task 'pendulum'" in bad.stderr
+    ok = ctrl_rl("eval", "latest", "--episodes", "2", "+task.kwargs.g=9.81", cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.strip().splitlines()[-1].startswith("RESULT mean_return=")

@@ -174,6 +174,15 @@ def test_built_vector_env_size_mismatch_is_rejected() -> None:
     vec.close()
 
 
+def test_max_episode_length_sets_the_real_time_limit() -> None:
+    env = make_env("gymnasium", "Pendulum-v1", 2, seed=0, max_episode_length=7)
+    assert env.max_episode_length == 7
+    for t in range(1, 8):
+        _, _, terminated, truncated, info = env.step(torch.zeros(2, 1))
+        assert bool(truncated.all()) == (t == 7) and not terminated.any()
+    assert info["episode"]["length"].tolist() == [7, 7]
+
+
 def test_state_is_not_supported() -> None:
     env = make_env("gymnasium", "Pendulum-v1", 2, seed=0)
     assert not env.supports_state

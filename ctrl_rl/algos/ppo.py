@@ -8,6 +8,7 @@ of once per env step.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import torch
@@ -27,6 +28,8 @@ from ctrl_rl.nets.distributions import gaussian_entropy, gaussian_kl, gaussian_l
 from ctrl_rl.nets.normalizer import EmpiricalNormalizer
 from ctrl_rl.storage.rollout import RolloutStorage
 from ctrl_rl.utils.guards import check_finite
+
+log = logging.getLogger(__name__)
 
 
 class PPO:
@@ -166,10 +169,16 @@ class PPO:
             "generator": self.generator.get_state(),
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any], restore_rng: bool = True) -> None:
+        """Restore a checkpoint; ``restore_rng=False`` for inference (eval/export on any device)."""
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.learning_rate = state["learning_rate"]
         if self.value_normalizer is not None and state.get("value_normalizer") is not None:
             self.value_normalizer.load_state_dict(state["value_normalizer"])
-        self.generator.set_state(state["generator"])
+        if restore_rng:
+            try:
+                self.generator.set_state(state["generator"])
+            except RuntimeError:  # CPU and CUDA generator states differ in layout
+                log.warning("action-noise RNG state comes from another device type: reseeded "
+                            "(resume is exact only on the device that wrote the checkpoint)")

@@ -10,6 +10,7 @@ rows are reset with ``torch.where`` against fresh initial states sampled for *ev
 
 from __future__ import annotations
 
+import logging
 import math
 from abc import abstractmethod
 from typing import Any
@@ -182,7 +183,13 @@ class TorchVecEnv(VecEnv):
         }
         self._episode_length = state["episode_length"].to(dev, copy=True)
         self._episode_return = state["episode_return"].to(dev, copy=True)
-        self._generator.set_state(state["generator"])
+        try:
+            self._generator.set_state(state["generator"])
+        except RuntimeError:  # saved on another device type: CPU and CUDA states differ in layout
+            logging.getLogger(__name__).warning(
+                "env RNG state comes from another device type: reseeded (resume is exact only on "
+                "the device that wrote the checkpoint)")
+            self._generator.seed()
         self._obs = {k: v.to(dev, copy=True) for k, v in state["obs"].items()}
 
     @property

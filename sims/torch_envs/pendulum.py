@@ -56,9 +56,11 @@ class PendulumEnv(TorchVecEnv):
         m: float = 1.0,
         l: float = 1.0,  # noqa: E741 - the reference's symbol
         max_episode_length: int | None = None,
-        physics_dtype: torch.dtype = torch.float64,
+        physics_dtype: torch.dtype | str = torch.float64,
     ) -> None:
         self.g, self.m, self.l = float(g), float(m), float(l)
+        if isinstance(physics_dtype, str):  # from the command line: task.kwargs.physics_dtype=float32
+            physics_dtype = {"float32": torch.float32, "float64": torch.float64}[physics_dtype]
         self.physics_dtype = physics_dtype
         # The reference's constant sub-expressions, folded once.
         self._gravity_coef = 3.0 * self.g / (2.0 * self.l)
