@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from ctrl_rl.config import TrainConfig
@@ -173,8 +174,6 @@ def export(spec: str, overrides: list[str], output: str | None = None) -> Path:
         "action_dim": env.action_dim, "action_bounds": list(env.action_bounds) if env.action_bounds else None,
         "step_dt": env.step_dt,
     }
-    import numpy as np
-
     info = export_onnx(alg.model.actor.cpu(), sum(obs_dims.values()), env.action_bounds, out, metadata,
                        recorded_obs=np.concatenate(recorded))
     print(f"exported {out} (parity max abs diff {info['max_abs_diff']:.2e} over {info['num_probes']} observations)")

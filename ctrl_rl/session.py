@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import difflib
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +13,6 @@ from ctrl_rl.config import TrainConfig
 from ctrl_rl.configure import config_from_dict, config_yaml
 from ctrl_rl.env import VecEnv
 from ctrl_rl.utils.checkpoint import resolve_checkpoint
-
-log = logging.getLogger(__name__)
 
 
 def build_env(cfg: TrainConfig, num_envs: int | None = None, seed: int | None = None) -> VecEnv:
@@ -81,8 +77,3 @@ def report_config_drift(saved: TrainConfig, current: TrainConfig) -> list[str]:
     a, b = flat(dataclasses.asdict(saved)), flat(dataclasses.asdict(current))
     return [f"{k}: {a.get(k)} -> {b.get(k)}" for k in sorted(set(a) | set(b))
             if k not in ignore and a.get(k) != b.get(k)]
-
-
-def closest(name: str, choices: list[str]) -> str:
-    match = difflib.get_close_matches(name, choices, n=1)
-    return f" (did you mean '{match[0]}'?)" if match else ""

@@ -72,7 +72,8 @@ class RolloutStorage:
         if t >= self.num_steps:
             raise RuntimeError("RolloutStorage is full: call clear() after the update")
         self.actor_obs[t] = actor_obs
-        self.critic_obs[t] = critic_obs
+        if t == 0:  # later rows were written by add_outcome as the previous step's next obs
+            self.critic_obs[0] = critic_obs
         self.actions[t] = actions
         self.log_prob[t] = log_prob
         self.mean[t] = mean

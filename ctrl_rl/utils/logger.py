@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import csv
-import logging
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
-
-log = logging.getLogger(__name__)
 
 LOSS_TAGS = {"value": "Loss/value", "surrogate": "Loss/surrogate", "entropy": "Loss/entropy",
              "learning_rate": "Loss/learning_rate", "mean_std": "Policy/mean_std",
