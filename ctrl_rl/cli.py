@@ -14,6 +14,7 @@ EPILOG = """examples:
   ctrl-rl eval latest --episodes 100
   ctrl-rl export latest
   ctrl-rl play latest --agent zero                     # sanity-check an MDP without a policy
+  ctrl-rl play latest --video out.mp4 --steps 500      # MP4 of env 0 (MuJoCo sims)
 """
 
 
@@ -66,7 +67,8 @@ def cmd_play(args: argparse.Namespace, overrides: list[str]) -> None:
     if args.checkpoint and "=" in args.checkpoint:  # `play --agent zero task=X`: an override, not a path
         overrides, args.checkpoint = [args.checkpoint, *overrides], None
 
-    play(args.checkpoint, overrides, agent=args.agent, episodes=args.episodes, seed=args.seed)
+    play(args.checkpoint, overrides, agent=args.agent, episodes=args.episodes, seed=args.seed,
+         video=args.video, realtime=args.realtime, steps=args.steps)
 
 
 def cmd_export(args: argparse.Namespace, overrides: list[str]) -> None:
@@ -104,6 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--seed", type=int, default=12345, help="env seed for the episodes")
         if name == "play":
             p.add_argument("--agent", choices=("policy", "zero", "random"), default="policy")
+            p.add_argument("--video", metavar="PATH", default=None,
+                           help="record env 0 to an H.264 MP4 (MuJoCo sims; needs the 'video' extra)")
+            p.add_argument("--realtime", action="store_true", help="pace steps to the env's control dt")
+            p.add_argument("--steps", type=int, default=None, metavar="N",
+                           help="stop after N control steps (episodes continue across resets)")
         p.set_defaults(func=func)
 
     p = sub.add_parser("export", help="write exported/policy.onnx (parity-checked against torch)")
@@ -118,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    for chatty in ("onnx_ir", "onnxscript", "torch.onnx", "matplotlib"):
+    for chatty in ("onnx_ir", "onnxscript", "torch.onnx", "matplotlib", "OpenGL"):
         logging.getLogger(chatty).setLevel(logging.WARNING)
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -133,7 +140,9 @@ def main(argv: list[str] | None = None) -> None:
         _die(f"unknown option '{unknown_flags[0]}' for '{args.command}'; see ctrl-rl {args.command} --help")
     from ctrl_rl.config import ConfigError
     from ctrl_rl.deploy.export import ParityError
+    from ctrl_rl.env import RenderUnavailableError
     from ctrl_rl.utils.guards import NonFiniteError
+    from ctrl_rl.utils.video import VideoUnavailableError
 
     if os.environ.get("CTRL_RL_DEBUG"):  # full tracebacks for bug reports
         args.func(args, extra)
@@ -142,7 +151,7 @@ def main(argv: list[str] | None = None) -> None:
         args.func(args, extra)
     except ConfigError as exc:
         _die(str(exc))
-    except (FileNotFoundError, ValueError) as exc:
+    except (FileNotFoundError, ValueError, RenderUnavailableError, VideoUnavailableError) as exc:
         _die(str(exc))
     except (NonFiniteError, ParityError) as exc:
         _die(str(exc), code=3)

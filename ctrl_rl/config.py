@@ -120,7 +120,9 @@ class TaskConfig:
 @dataclass
 class SimConfig:
     name: str = "torch"
-    """Simulator backend: torch (batched pure-torch envs) or gymnasium (any registered id)."""
+    """Simulator backend: torch (batched pure-torch envs), mujoco (MuJoCo on CPU threads),
+    mjwarp (MuJoCo Warp, GPU or CPU), gymnasium (any registered id), isaaclab or mjlab
+    (Isaac Lab's RL API)."""
 
 
 @dataclass

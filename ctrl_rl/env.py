@@ -10,6 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
+import numpy as np
 import torch
 
 Obs = dict[str, torch.Tensor]
@@ -17,6 +18,13 @@ Obs = dict[str, torch.Tensor]
 
 StepResult = tuple[Obs, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]
 """``(obs, reward[N] float32, terminated[N] bool, truncated[N] bool, info)``."""
+
+
+class RenderUnavailableError(RuntimeError):
+    """:meth:`VecEnv.render_frame` cannot draw on this machine (no usable headless OpenGL).
+
+    Distinct from ``NotImplementedError`` (the env never renders) so callers can tell
+    "install GL libraries" from "pick another sim"."""
 
 
 class VecEnv(ABC):
@@ -73,6 +81,22 @@ class VecEnv(ABC):
     def supports_state(self) -> bool:
         """Whether :meth:`get_state` / :meth:`set_state` are implemented."""
         return type(self).get_state is not VecEnv.get_state
+
+    def render_frame(self, env_idx: int = 0) -> np.ndarray:
+        """``[H, W, 3]`` uint8 RGB image of env ``env_idx``'s current state (optional).
+
+        Simulators with a renderer override this (MuJoCo backends draw one world with
+        ``ctrl_rl.sims.render.OffscreenRenderer``: ``render(data)`` or ``render_qpos(qpos)``);
+        ``ctrl-rl play --video`` records env 0 after the reset and after each control step
+        (every k-th above 60 Hz). Raises :class:`RenderUnavailableError` when the machine has
+        no headless OpenGL.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not render")
+
+    @property
+    def supports_render(self) -> bool:
+        """Whether :meth:`render_frame` is implemented."""
+        return type(self).render_frame is not VecEnv.render_frame
 
     def close(self) -> None:  # noqa: B027 - optional hook, not abstract
         """Release simulator resources."""

@@ -13,21 +13,34 @@ Policy = Callable[[Obs], torch.Tensor]
 
 @torch.no_grad()
 def run_episodes(env: VecEnv, policy: Policy, seed: int,
-                 on_episode: Callable[[int, float, int], None] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                 on_episode: Callable[[int, float, int], None] | None = None,
+                 metrics: dict[str, float] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Run one episode in every env of ``env``; return ``(returns, lengths)`` per env.
 
     Episodes that start after an env's first one are ignored, so the result does not
     favour short episodes. ``on_episode(env_index, return, length)`` is called as each
-    finishes (``ctrl-rl play`` prints them live).
+    finishes (``ctrl-rl play`` prints them live). A ``metrics`` dict receives
+    ``terminated`` (episodes that ended in a terminal state, e.g. falls) and the mean over
+    steps of every ``Metrics/<name>`` scalar the env logs (as ``<name>``), taken while no
+    episode had finished yet, so each step weighs all envs equally.
     """
     obs = env.reset(seed=seed)
     n = env.num_envs
     returns = torch.zeros(n, dtype=torch.float64, device=env.device)
     lengths = torch.zeros(n, dtype=torch.long, device=env.device)
     finished = torch.zeros(n, dtype=torch.bool, device=env.device)
+    n_terminated = torch.zeros((), dtype=torch.long, device=env.device)
+    sums: dict[str, float] = {}
+    counted = 0
     for _ in range(env.max_episode_length + 1):
-        obs, reward, terminated, truncated, _ = env.step(policy(obs))
+        obs, reward, terminated, truncated, info = env.step(policy(obs))
+        if metrics is not None and not bool(finished.any()):
+            counted += 1
+            for k, v in info.get("log", {}).items():
+                if k.startswith("Metrics/"):
+                    sums[k[len("Metrics/"):]] = sums.get(k[len("Metrics/"):], 0.0) + float(v)
         active = ~finished
+        n_terminated += (terminated & active).sum()
         returns += torch.where(active, reward.double(), 0.0)
         lengths += active.long()
         newly = (terminated | truncated) & active
@@ -40,6 +53,9 @@ def run_episodes(env: VecEnv, policy: Policy, seed: int,
     if not bool(finished.all()):
         raise RuntimeError(f"{int((~finished).sum())} env(s) did not finish within max_episode_length="
                            f"{env.max_episode_length} steps; the env's time limit is not enforced")
+    if metrics is not None:
+        metrics["terminated"] = int(n_terminated)
+        metrics.update({k: v / max(1, counted) for k, v in sums.items()})
     return returns, lengths
 
 

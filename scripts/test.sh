@@ -3,7 +3,10 @@
 # Extra pytest arguments pass through, e.g. `bash scripts/test.sh -m "not slow"`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/setup_render.sh  # headless GL libraries for the rendering tests (Debian; root or sudo)
 python3 -m venv .venv
 .venv/bin/pip install -q torch==2.13.0
-.venv/bin/pip install -q -e ".[train,test,gymnasium,bench]"
+.venv/bin/pip install -q -e ".[train,test,gymnasium,bench,video,mujoco,mjwarp]"
+# .venv-mjlab for tests/test_isaaclab_adapter.py (mjlab pins mujoco 3.11; quick when already built).
+bash scripts/setup_mjlab_env.sh
 .venv/bin/python -m pytest "$@"

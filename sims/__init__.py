@@ -28,15 +28,17 @@ class SimBackend:
     unknown task."""
     tasks: Callable[[], list[str]]
     """Task ids for ``list_tasks`` and error messages (a backend may accept more)."""
+    renders: bool = False
+    """Whether its envs implement ``render_frame`` (``ctrl-rl play --video``)."""
 
 
 SIMS: dict[str, SimBackend] = {}
 """Sim backend name -> :class:`SimBackend`."""
 
 
-def register_sim(name: str, make: Callable[..., VecEnv], tasks: Callable[[], list[str]]) -> None:
-    """Add (or replace) a backend under ``name``."""
-    SIMS[name] = SimBackend(make=make, tasks=tasks)
+def register_sim(name: str, make: Callable[..., VecEnv], tasks: Callable[[], list[str]], renders: bool = False) -> None:
+    """Add (or replace) a backend under ``name``; ``renders``: its envs implement ``render_frame``."""
+    SIMS[name] = SimBackend(make=make, tasks=tasks, renders=renders)
 
 
 def _backend(sim: str) -> SimBackend:
@@ -97,9 +99,10 @@ def _make_torch(
     return TASKS[task](num_envs, device, seed, **kw)
 
 
-GYMNASIUM_TASKS = ["MountainCarContinuous-v0", "Pendulum-v1"]
-"""Continuous classic-control ids listed for ``"gymnasium"``; any registered Box-action id
-is accepted (MuJoCo ids need ``gymnasium[mujoco]``)."""
+GYMNASIUM_TASKS = ["MountainCarContinuous-v0", "Pendulum-v1",
+                   "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5"]
+"""Continuous-control ids listed for ``"gymnasium"`` (classic control, then the MuJoCo suite,
+which needs ``gymnasium[mujoco]``: its ``imageio``); any registered Box-action id is accepted."""
 
 
 def _gymnasium_tasks() -> list[str]:
@@ -114,5 +117,59 @@ def _make_gymnasium(
     return GymnasiumVecEnv(task, num_envs, device, seed, **kw)
 
 
+def _mujoco_tasks() -> list[str]:
+    from ctrl_rl.robots import TASKS
+
+    return sorted(TASKS)
+
+
+def _make_mujoco(task: str, num_envs: int, device: str | torch.device, seed: int | None, **kw: object) -> VecEnv:
+    from .mujoco_cpu import CpuPhysics
+    from .mujoco_env import make_mujoco_env
+
+    if torch.device(device).type != "cpu":
+        raise ValueError("sim 'mujoco' steps on CPU threads; use device=cpu, or sim=mjwarp for the GPU")
+    return make_mujoco_env(lambda m, n, d: CpuPhysics(m, n), task, num_envs, device, seed, **kw)
+
+
+def _make_mjwarp(task: str, num_envs: int, device: str | torch.device, seed: int | None, **kw: object) -> VecEnv:
+    from .mujoco_env import make_mujoco_env
+    from .mujoco_warp import WarpPhysics, warp_device
+
+    warp_device(torch.device(device))  # cpu or cuda, else a clear error before building anything
+    return make_mujoco_env(WarpPhysics, task, num_envs, device, seed, **kw)
+
+
 register_sim("torch", _make_torch, _torch_tasks)
+register_sim("mujoco", _make_mujoco, _mujoco_tasks, renders=True)
+register_sim("mjwarp", _make_mjwarp, _mujoco_tasks, renders=True)
 register_sim("gymnasium", _make_gymnasium, _gymnasium_tasks)
+
+
+# ---- Isaac Lab's RL API: Isaac Lab itself, and mjlab (the same API on MuJoCo Warp) -------------
+def _make_isaaclab(task: str, num_envs: int, device: str | torch.device, seed: int | None, **kw: object) -> VecEnv:
+    from .isaaclab import make_isaaclab_env  # imports Isaac Lab only when used
+
+    return make_isaaclab_env(task, num_envs, device, seed, **kw)
+
+
+def _make_mjlab(task: str, num_envs: int, device: str | torch.device, seed: int | None, **kw: object) -> VecEnv:
+    from .isaaclab import make_mjlab_env  # imports mjlab only when used (it lives in .venv-mjlab)
+
+    return make_mjlab_env(task, num_envs, device, seed, **kw)
+
+
+def _isaaclab_tasks() -> list[str]:
+    from .isaaclab import ISAACLAB_TASKS
+
+    return list(ISAACLAB_TASKS)
+
+
+def _mjlab_tasks() -> list[str]:
+    from .isaaclab import MJLAB_TASKS
+
+    return list(MJLAB_TASKS)
+
+
+register_sim("isaaclab", _make_isaaclab, _isaaclab_tasks)
+register_sim("mjlab", _make_mjlab, _mjlab_tasks)

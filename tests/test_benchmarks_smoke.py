@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -30,3 +31,23 @@ def test_ppo_throughput_runs_all_frameworks() -> None:
         assert re.search(rf"\b{key}=\d", last), f"{key} missing or nan:\n{proc.stdout}"
     assert "failed" not in proc.stdout, proc.stdout
     assert sum(line.startswith(("| ours ", "| rsl_rl ", "| sb3 ")) for line in lines) == 3
+
+
+SIM_SCRIPT = SCRIPT.parent / "sim_throughput.py"
+
+
+def test_sim_throughput_runs_tiny() -> None:
+    """``benchmarks/sim_throughput.py --envs 8 --quick``: every row runs, the RESULT line parses."""
+    cmd = [sys.executable, str(SIM_SCRIPT), "--envs", "8", "--quick"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("RESULT "), proc.stdout
+    values = dict(kv.split("=", 1) for kv in last.split()[1:])
+    assert values["envs"] == "8"
+    for key in ("ours_sps", "async_sps", "limit_sps", "frac_of_limit", "vs_async"):
+        assert float(values[key]) > 0, f"{key}={values[key]}:\n{proc.stdout}"
+    for row in ("| python loop", "| ours: CpuPhysics.step |", "| ours: mujoco VecEnv.step |",
+                "| gymnasium SyncVectorEnv |", "| gymnasium AsyncVectorEnv"):
+        assert row in proc.stdout, f"row {row!r} missing:\n{proc.stdout}"

@@ -29,3 +29,24 @@ def test_ppo_pendulum_swingup_reaches_minus_200_within_5M_steps(tmp_path):
 def test_ppo_cartpole_balance_reaches_max_return_within_1M_steps(tmp_path):
     result = train_and_evaluate("cartpole_balance", tmp_path, 1_000_000)
     assert result["min_return"] == pytest.approx(500.0), result  # every episode survives 500 steps
+
+
+@pytest.mark.slow
+def test_ppo_quadruped_return_rises_on_mujoco_cpu(tmp_path):
+    """A short run on ctrl_quad (sim=mujoco): from falling within ~1 s to standing and tracking.
+
+    The walking benchmark (BENCHMARKS.md) trains the full default budget; this guards, in
+    about a minute, that rewards, terminations and the CPU backend give PPO a learnable task.
+    """
+    import csv
+
+    overrides = ["task=quadruped_velocity_flat", f"runner.log_root={tmp_path}", "runner.progress=false",
+                 "env.num_envs=512", "runner.max_iterations=40", "runner.save_interval=40", "seed=3"]
+    with open(train(overrides) / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    first = [float(r["mean_reward"]) for r in rows[:5] if r["mean_reward"]]
+    last = [float(r["mean_reward"]) for r in rows[-5:]]
+    length_first = float(rows[2]["mean_episode_length"])
+    length_last = float(rows[-1]["mean_episode_length"])
+    assert sum(last) / len(last) > 3.0 * max(first) + 0.2, (first, last)
+    assert length_last > 2.0 * length_first, (length_first, length_last)

@@ -14,6 +14,7 @@ from ctrl_rl.sims.torch_envs.cartpole import THETA_THRESHOLD, X_THRESHOLD
 from vecenv_conformance import Transition, check_vecenv
 
 TORCH_TASKS = sorted(TASKS)
+UNKNOWN_SIM = "unknown sim 'bullet'; choose one of: gymnasium, isaaclab, mjlab, mjwarp, mujoco, torch"
 
 
 def _maker(task: str, **kw):
@@ -334,7 +335,7 @@ def test_list_tasks() -> None:
             "unknown task 'foo' for sim 'torch'; choose one of: "
             "cartpole_balance, cartpole_swingup, pendulum, point_mass",
         ),
-        ("bullet", "pendulum", 2, "unknown sim 'bullet'; choose one of: gymnasium, torch"),
+        ("bullet", "pendulum", 2, UNKNOWN_SIM),
         ("torch", "pendulum", 0, "num_envs must be >= 1"),
         ("gymnasium", "NoSuchEnv-v0", 2, "unknown task 'NoSuchEnv-v0' for sim 'gymnasium'"),
     ],
@@ -347,7 +348,7 @@ def test_make_env_errors(sim: str, task: str, num_envs: int, message: str) -> No
 
 
 def test_list_tasks_unknown_sim() -> None:
-    with pytest.raises(ValueError, match="unknown sim 'bullet'; choose one of: gymnasium, torch"):
+    with pytest.raises(ValueError, match=UNKNOWN_SIM):
         list_tasks("bullet")
 
 

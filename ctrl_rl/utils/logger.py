@@ -89,7 +89,7 @@ class TrainLogger:
             self.last_reward, self.last_length = mean_ret, mean_len
         fps = self.steps_per_iteration / max(collection_time + learning_time, 1e-9)
         row = {"iteration": it, "env_steps": it * self.steps_per_iteration, "fps": fps,
-               "collection_time": collection_time, "learning_time": learning_time, **stats}
+               "collection_time": collection_time, "learning_time": learning_time, **stats, **term_logs}
         if self.last_reward is not None:
             row["mean_reward"], row["mean_episode_length"] = self.last_reward, self.last_length
         self.history.append(row)
@@ -100,8 +100,8 @@ class TrainLogger:
                 w.add_scalar("Train/mean_episode_length", self.last_length, it)
             for k, v in stats.items():
                 w.add_scalar(LOSS_TAGS.get(k, f"Loss/{k}"), v, it)
-            for k, v in term_logs.items():
-                w.add_scalar(f"Episode/{k}", v, it)
+            for k, v in term_logs.items():  # rsl_rl's rule: keys with a "/" name their own section
+                w.add_scalar(k if "/" in k else f"Episode/{k}", v, it)
             w.add_scalar("Perf/total_fps", fps, it)
             w.add_scalar("Perf/collection_time", collection_time, it)
             w.add_scalar("Perf/learning_time", learning_time, it)

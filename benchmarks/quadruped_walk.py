@@ -1,0 +1,66 @@
+"""Does ctrl_quad learn to walk on 2 CPU cores in 30 minutes? Train, evaluate, film.
+
+Trains ``task=quadruped_velocity_flat`` on ``sim=mujoco`` with the task's default config
+(or ``--iterations``), then evaluates the deterministic policy with every env commanded
+0.5 m/s forward for full 20 s episodes (pushes off, the rest of the randomization on), and
+records a video with ``ctrl-rl play``. Pass bar (issue 3): mean forward velocity >= 0.4 m/s,
+no falls, training <= 30 min.
+
+Usage::
+
+    python benchmarks/quadruped_walk.py                   # default budget, ~30 min on 2 cores
+    python benchmarks/quadruped_walk.py --iterations 20   # smoke run
+    python benchmarks/quadruped_walk.py --checkpoint logs/ppo/quadruped_velocity_flat/<run>  # evaluate only
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from ctrl_rl.commands import evaluate, play, train
+
+TASK = "quadruped_velocity_flat"
+EVAL_KWARGS = ["+task.kwargs.fixed_command=[0.5,0.0,0.0]", "+task.kwargs.push_velocity=0.0"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--iterations", type=int, default=None, help="PPO iterations (default: the task config's)")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--episodes", type=int, default=64, help="evaluation episodes (20 s each)")
+    parser.add_argument("--checkpoint", default=None, help="skip training: evaluate this run / model file")
+    parser.add_argument("--video-steps", type=int, default=500, help="control steps in the video (50 Hz)")
+    args = parser.parse_args()
+
+    train_minutes = float("nan")
+    if args.checkpoint is None:
+        overrides = [f"task={TASK}", f"seed={args.seed}", "runner.run_name=walk_benchmark"]
+        if args.iterations is not None:
+            overrides.append(f"runner.max_iterations={args.iterations}")
+        start = time.perf_counter()
+        run = train(overrides)
+        train_minutes = (time.perf_counter() - start) / 60
+    else:
+        run = Path(args.checkpoint)
+    result = evaluate(str(run), EVAL_KWARGS, episodes=args.episodes, seed=2024)
+    run_dir = run if run.is_dir() else run.parent
+    video = run_dir / "walk.mp4"
+    play(str(run), EVAL_KWARGS, episodes=1, video=str(video), steps=args.video_steps)
+
+    velocity, falls = result["forward_velocity"], int(result["terminated"])
+    passed = velocity >= 0.4 and falls == 0 and not train_minutes > 30.0
+    print()
+    print("| train (min) | episodes | mean forward velocity (m/s) | falls | velocity error (m/s) | return |")
+    print("|---|---|---|---|---|---|")
+    print(f"| {train_minutes:.1f} | {args.episodes} | {velocity:.3f} | {falls} | "
+          f"{result['lin_vel_error']:.3f} | {result['mean_return']:.2f} |")
+    print(f"run: {run_dir}  video: {video}  curve: {run_dir / 'learning_curve.png'}")
+    print(f"RESULT train_minutes={train_minutes:.2f} forward_velocity={velocity:.4f} falls={falls} "
+          f"lin_vel_error={result['lin_vel_error']:.4f} mean_return={result['mean_return']:.4f} "
+          f"passed={int(passed)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,212 @@
+"""Robot descriptions: an MJCF plus the facts a policy and a deploy node must agree on.
+
+A :class:`RobotConfig` (one YAML file beside the MJCF) names the joints in the policy's
+order, the default pose, PD gains, torque limits and action scale. :func:`build_model`
+compiles the MJCF through ``mujoco.MjSpec`` and *adds* what every task reads, so a user's
+model (MuJoCo Menagerie or their own) needs no hand edits:
+
+* PD position actuators on the listed joints with the config's gains and torque limits
+  (existing actuators are replaced: the gains trained with are the gains exported);
+* the sensors a real robot has (IMU quaternion / gyro / accelerometer at the IMU site,
+  foot contact, motor torque) and privileged ones for critics (base velocity and position,
+  base contact, foot positions), all under canonical names (:data:`SENSOR_NAMES`).
+
+Tasks observe through sensors only, never ``qpos``: MuJoCo evaluates sensors in the forward
+pass at the start of a physics step, so after a control step every reading is one
+consistent snapshot taken one physics step (5 ms) before its end — what a robot's state
+estimator delivers too — on every backend alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import mujoco
+import numpy as np
+import yaml
+
+ROBOTS_DIR = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class RobotConfig:
+    """One robot: where its MJCF is and how its joints are driven."""
+
+    name: str
+    mjcf: str
+    """Path of the MJCF (relative paths are relative to the YAML file that declared it)."""
+    base_body: str
+    """The floating base; the IMU and base velocity are measured on it."""
+    joint_names: tuple[str, ...]
+    """Actuated joints in the policy's order: actions, joint observations and the deploy
+    bundle all use this order (a deploy node maps the robot's names onto it, never by
+    position)."""
+    default_pose: tuple[float, ...]
+    """Joint angles (rad) the actions are offsets from; the stand-up target on the robot."""
+    kp: tuple[float, ...]
+    """PD stiffness (N m/rad), per joint."""
+    kd: tuple[float, ...]
+    """PD damping (N m s/rad), per joint."""
+    torque_limits: tuple[float, ...]
+    """Motor torque limits (N m), per joint."""
+    action_scale: float = 0.25
+    """Joint target = default_pose + action_scale * action (legged_gym's convention)."""
+    foot_geoms: tuple[str, ...] = ()
+    """Geoms whose contacts count as foot contacts (air time, contact observations)."""
+    imu_site: str | None = None
+    """Site of the IMU on the base; ``None`` puts one at the base body's origin."""
+    init_height: float = 0.3
+    """Base height (m) of the default pose standing on flat ground: where resets place it."""
+    source: str = ""
+    """The YAML file this config came from (for messages)."""
+
+    @property
+    def num_joints(self) -> int:
+        return len(self.joint_names)
+
+    def mjcf_path(self) -> Path:
+        path = Path(self.mjcf)
+        if not path.is_absolute() and self.source:
+            path = Path(self.source).parent / path
+        return path
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> RobotConfig:
+        """Load and validate a robot config; errors name the key and the fix."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"robot config {path} does not exist")
+        raw = yaml.safe_load(path.read_text()) or {}
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise ValueError(f"{path}: unknown key(s) {unknown}; valid keys: {sorted(known - {'source'})}")
+        missing = [k for k in ("name", "mjcf", "base_body", "joint_names", "default_pose", "kp", "kd",
+                               "torque_limits") if k not in raw]
+        if missing:
+            raise ValueError(f"{path}: missing required key(s) {missing}")
+        n = len(raw["joint_names"])
+
+        def per_joint(key: str) -> tuple[float, ...]:
+            vals = [float(v) for v in np.atleast_1d(raw[key])]
+            if len(vals) == 1:
+                vals = vals * n
+            elif len(vals) != n and n % len(vals) == 0:  # e.g. one value per joint of a leg
+                vals = vals * (n // len(vals))
+            if len(vals) != n:
+                raise ValueError(f"{path}: {key} has {len(vals)} values; give 1 or one per joint ({n})")
+            return tuple(vals)
+
+        values: dict[str, Any] = dict(raw)
+        values["joint_names"] = tuple(raw["joint_names"])
+        values["foot_geoms"] = tuple(raw.get("foot_geoms", ()))
+        if len(raw["default_pose"]) != n:
+            raise ValueError(f"{path}: default_pose has {len(raw['default_pose'])} values for {n} joints")
+        values["default_pose"] = tuple(float(v) for v in raw["default_pose"])
+        for key in ("kp", "kd", "torque_limits"):
+            values[key] = per_joint(key)
+        values["source"] = str(path.resolve())
+        return cls(**values)
+
+
+def load_robot(name_or_path: str) -> RobotConfig:
+    """A shipped robot by name (``ctrl_quad``) or a user's robot YAML by path."""
+    shipped = ROBOTS_DIR / f"{name_or_path}.yaml"
+    if shipped.is_file():
+        return RobotConfig.from_yaml(shipped)
+    if Path(name_or_path).suffix in (".yaml", ".yml"):
+        return RobotConfig.from_yaml(name_or_path)
+    choices = sorted(p.stem for p in ROBOTS_DIR.glob("*.yaml"))
+    raise ValueError(f"unknown robot {name_or_path!r}; choose one of {choices} or give a robot YAML path")
+
+
+@dataclass
+class SensorLayout:
+    """Where each canonical sensor lives in ``sensordata`` (name -> slice)."""
+
+    slices: dict[str, slice] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> slice:
+        return self.slices[name]
+
+
+SENSOR_NAMES = ("imu_quat", "imu_gyro", "imu_acc", "base_lin_vel", "base_pos", "base_contact")
+"""Canonical per-robot sensors; plus ``<foot>_contact``, ``<foot>_pos`` per foot geom and
+``<joint>_pos``, ``<joint>_vel``, ``<joint>_torque`` per actuated joint."""
+
+
+def _find_geom_body(spec: mujoco.MjSpec, geom_name: str) -> Any:
+    for body in spec.bodies:
+        for geom in body.geoms:
+            if geom.name == geom_name:
+                return body
+    raise ValueError(f"foot geom {geom_name!r} is not in the MJCF; check foot_geoms in the robot config")
+
+
+def build_model(robot: RobotConfig) -> tuple[mujoco.MjModel, SensorLayout]:
+    """Compile the robot's MJCF with the config's actuators and the canonical sensors."""
+    path = robot.mjcf_path()
+    if not path.is_file():
+        raise FileNotFoundError(f"robot {robot.name}: MJCF {path} does not exist")
+    spec = mujoco.MjSpec.from_file(str(path))
+    joints = {j.name for j in spec.joints}
+    missing = [j for j in robot.joint_names if j not in joints]
+    if missing:
+        raise ValueError(f"robot {robot.name}: joints {missing} are not in {path.name}; "
+                         f"its joints are {sorted(n for n in joints if n)}")
+    base = spec.body(robot.base_body)
+    if base is None:
+        raise ValueError(f"robot {robot.name}: base_body {robot.base_body!r} is not in {path.name}")
+
+    for act in list(spec.actuators):
+        spec.delete(act)
+    for i, jname in enumerate(robot.joint_names):
+        act = spec.add_actuator(name=f"{jname}_pd", target=jname, trntype=mujoco.mjtTrn.mjTRN_JOINT)
+        act.set_to_position(kp=robot.kp[i], kv=robot.kd[i])
+        act.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
+        act.forcerange = [-robot.torque_limits[i], robot.torque_limits[i]]
+        act.inheritrange = 1.0  # ctrlrange = the joint's range: targets never ask past a limit
+
+    imu = robot.imu_site or "ctrl_rl_imu"
+    if robot.imu_site is None:
+        base.add_site(name=imu, pos=[0, 0, 0])
+    elif spec.site(imu) is None:
+        raise ValueError(f"robot {robot.name}: imu_site {imu!r} is not in {path.name}")
+    # Touch sensors count contacts of the site's own body inside the site volume: a sphere
+    # larger than the body catches every contact of that body and nothing else.
+    base.add_site(name="ctrl_rl_base_zone", type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[2.0, 0, 0], group=5)
+
+    S, O = mujoco.mjtSensor, mujoco.mjtObj  # noqa: E741 - short names keep the table readable
+    add = spec.add_sensor
+    add(name="imu_quat", type=S.mjSENS_FRAMEQUAT, objtype=O.mjOBJ_SITE, objname=imu)
+    add(name="imu_gyro", type=S.mjSENS_GYRO, objtype=O.mjOBJ_SITE, objname=imu)
+    add(name="imu_acc", type=S.mjSENS_ACCELEROMETER, objtype=O.mjOBJ_SITE, objname=imu)
+    add(name="base_lin_vel", type=S.mjSENS_VELOCIMETER, objtype=O.mjOBJ_SITE, objname=imu)
+    add(name="base_pos", type=S.mjSENS_FRAMEPOS, objtype=O.mjOBJ_SITE, objname=imu)
+    add(name="base_contact", type=S.mjSENS_TOUCH, objtype=O.mjOBJ_SITE, objname="ctrl_rl_base_zone")
+    for foot in robot.foot_geoms:
+        body = _find_geom_body(spec, foot)
+        zone = f"ctrl_rl_{foot}_zone"
+        body.add_site(name=zone, type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[2.0, 0, 0], group=5)
+        add(name=f"{foot}_contact", type=S.mjSENS_TOUCH, objtype=O.mjOBJ_SITE, objname=zone)
+        add(name=f"{foot}_pos", type=S.mjSENS_FRAMEPOS, objtype=O.mjOBJ_GEOM, objname=foot)
+    for jname in robot.joint_names:  # encoders: read with the IMU, one consistent snapshot
+        add(name=f"{jname}_pos", type=S.mjSENS_JOINTPOS, objtype=O.mjOBJ_JOINT, objname=jname)
+        add(name=f"{jname}_vel", type=S.mjSENS_JOINTVEL, objtype=O.mjOBJ_JOINT, objname=jname)
+    for jname in robot.joint_names:
+        add(name=f"{jname}_torque", type=S.mjSENS_ACTUATORFRC, objtype=O.mjOBJ_ACTUATOR, objname=f"{jname}_pd")
+
+    model = spec.compile()
+    layout = SensorLayout()
+    for i in range(model.nsensor):
+        adr, dim = int(model.sensor_adr[i]), int(model.sensor_dim[i])
+        layout.slices[model.sensor(i).name] = slice(adr, adr + dim)
+    return model, layout
+
+
+def joint_indices(model: mujoco.MjModel, robot: RobotConfig) -> tuple[np.ndarray, np.ndarray]:
+    """``qpos`` and ``qvel`` addresses of the robot's joints, in the config's order."""
+    ids = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, j) for j in robot.joint_names]
+    return np.array([model.jnt_qposadr[i] for i in ids]), np.array([model.jnt_dofadr[i] for i in ids])

@@ -1,0 +1,120 @@
+"""Observation terms: the one definition shared by training and the robot.
+
+Each term is a small function of named *signals* — what a real robot provides (IMU
+quaternion and gyro, joint encoders, the velocity command, the last action) or, for
+privileged critic terms, what only a simulator knows. The functions use only operations
+common to numpy and torch (``x[..., i]``, arithmetic, ``stack``, ``concatenate``), so the
+training env calls them on torch tensors and the deploy runtime on numpy arrays, with no
+torch import there. That is how a bundle's observation layout is recomputed on the robot
+instead of re-implemented by hand (the sim2sim bugs of today's deploy stacks).
+
+This module imports numpy only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+Array = Any
+"""A numpy array or a torch tensor (``[..., dim]``)."""
+
+
+def namespace(x: Array) -> Any:
+    """The array module of ``x``: torch for tensors (already imported by the caller), else numpy."""
+    if type(x).__module__.startswith("torch"):
+        import torch
+
+        return torch
+    return np
+
+
+def quat_rotate_inverse(q: Array, v: Array) -> Array:
+    """Rotate ``v`` by the inverse of unit quaternions ``q`` (w, x, y, z): world -> body frame."""
+    xp = namespace(q)
+    w, u = q[..., 0:1], q[..., 1:4]
+    uv = _cross(u, v, xp)
+    return v * (2.0 * w * w - 1.0) - 2.0 * w * uv + 2.0 * u * (u * v).sum(-1)[..., None]
+
+
+def _cross(a: Array, b: Array, xp: Any) -> Array:
+    ax, ay, az = a[..., 0], a[..., 1], a[..., 2]
+    bx, by, bz = b[..., 0], b[..., 1], b[..., 2]
+    return xp.stack([ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx], -1)
+
+
+def projected_gravity(s: Mapping[str, Array]) -> Array:
+    """Unit gravity direction in the base frame, from the IMU quaternion ((0, 0, -1) upright)."""
+    q = s["imu_quat"]
+    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
+    xp = namespace(q)
+    return xp.stack([2.0 * (w * y - x * z), -2.0 * (w * x + y * z), 1.0 - 2.0 * (w * w + z * z)], -1)
+
+
+TERM_FUNCTIONS: dict[str, Callable[[Mapping[str, Array]], Array]] = {
+    # measurable on the robot
+    "base_ang_vel": lambda s: s["imu_gyro"],
+    "projected_gravity": projected_gravity,
+    "velocity_commands": lambda s: s["command"],
+    "joint_pos_rel": lambda s: s["joint_pos"] - s["default_pose"],
+    "joint_vel": lambda s: s["joint_vel"],
+    "last_action": lambda s: s["last_action"],
+    # privileged: simulation only (critic inputs)
+    "base_lin_vel": lambda s: s["base_lin_vel"],
+    "base_height": lambda s: s["base_height"],
+    "foot_contact": lambda s: s["foot_contact"],
+}
+"""Term name -> function of the signals dict. ``default_pose`` is a constant signal."""
+
+ROBOT_SIGNALS = ("imu_quat", "imu_gyro", "joint_pos", "joint_vel", "command", "last_action", "default_pose")
+"""Signals a deploy node can provide; a policy's terms must use only these."""
+
+
+@dataclass(frozen=True)
+class ObsTerm:
+    """One named slice of an observation group: ``clip(scale * f(signals))``."""
+
+    name: str
+    """Key of :data:`TERM_FUNCTIONS`."""
+    dim: int
+    scale: float | tuple[float, ...] = 1.0
+    """Multiplier (per term or per element), legged_gym's ``obs_scales``."""
+    clip: float | None = None
+    """Symmetric clip applied after scaling (``None``: none)."""
+    noise: float = 0.0
+    """Half-width of uniform noise added in training (physical units, before scaling);
+    never applied at deploy time."""
+
+    def to_dict(self) -> dict[str, Any]:
+        scale = list(self.scale) if isinstance(self.scale, tuple) else self.scale
+        return {"name": self.name, "dim": self.dim, "scale": scale, "clip": self.clip, "history": 1}
+
+
+def compute_term(term: ObsTerm, signals: Mapping[str, Array], noise: Array | None = None) -> Array:
+    """One term's value; ``noise`` (same shape, in [-1, 1]) is scaled by ``term.noise``."""
+    value = TERM_FUNCTIONS[term.name](signals)
+    if noise is not None and term.noise > 0:
+        value = value + noise * term.noise
+    xp = namespace(value)
+    scale = term.scale
+    if isinstance(scale, tuple):
+        scale = xp.asarray(np.asarray(scale, dtype=np.float32)) if xp is np else \
+            xp.tensor(scale, dtype=value.dtype, device=value.device)
+    value = value * scale
+    if term.clip is not None:
+        value = xp.clip(value, -term.clip, term.clip)
+    return value
+
+
+def compute_obs(terms: Sequence[ObsTerm], signals: Mapping[str, Array],
+                noise: Callable[[ObsTerm], Array] | None = None) -> Array:
+    """Concatenate ``terms`` into one ``[..., sum(dim)]`` observation.
+
+    ``noise(term)`` returns uniform [-1, 1] samples of the term's shape (training only).
+    """
+    parts = [compute_term(t, signals, noise(t) if noise is not None and t.noise > 0 else None)
+             for t in terms]
+    return namespace(parts[0]).concatenate(parts, -1)
