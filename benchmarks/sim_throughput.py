@@ -29,7 +29,8 @@ on a shared machine the slower rounds measure the neighbours):
   (``MjData`` + ``mj_step(nstep=4)``, observation = qpos and qvel, no reward logic) in
   ``SyncVectorEnv`` (N sub-envs, one process) and ``AsyncVectorEnv`` (``shared_memory=True``,
   one worker process per core, each stepping N / cores ``MjData`` in a loop: the only sane way
-  to put 1024 envs on a few cores with gymnasium).
+  to put 1024 envs on a few cores with gymnasium); up to ``--async-per-env-max`` envs also
+  gymnasium's usual ``AsyncVectorEnv`` with one worker process per env.
 
 ``--variants`` adds rollout rows with other ``chunk_size`` / ``nthread`` settings. If sim
 ``mjwarp`` is registered, MuJoCo Warp runs at ``--warp-worlds`` on ``--device`` (building the
@@ -38,7 +39,10 @@ env, which compiles or loads the kernels, and the first step are timed separatel
 env-steps/s = control steps x envs / timed seconds; physics steps/s = that x decimation. The
 ``RESULT`` line is taken at the largest ``--envs``: ``ours_sps`` is ``CpuPhysics.step`` (physics
 only, like the gymnasium env it is compared with), ``frac_of_limit = ours_sps / limit_sps``,
-``vs_async = ours_sps / async_sps``; ``vecenv_sps`` and ``sync_sps`` follow.
+``vs_async = ours_sps / async_sps`` (the batched-worker AsyncVectorEnv); ``vecenv_sps`` and
+``sync_sps`` follow, then ``async1_*``: gymnasium's usual one-process-per-env
+``AsyncVectorEnv``, at the largest ``--envs`` up to ``--async-per-env-max`` (64: each worker
+process costs ~80 MB), with ``vs_async1`` = ours at that size ÷ it.
 
 Usage::
 
@@ -337,7 +341,8 @@ class GymVector(Row):
         else:
             self.workers = max(w for w in range(1, min(workers, n) + 1) if n % w == 0)
             self.k = n // self.workers
-            self.name = f"gymnasium AsyncVectorEnv ({self.workers} procs x {self.k} envs)"
+            self.name = (f"gymnasium AsyncVectorEnv ({self.workers} procs x {self.k} envs)" if self.k > 1 else
+                         "gymnasium AsyncVectorEnv (1 proc per env)")
             fns = [_env_factory(s.model, s.s0, self.k, s.decimation)] * self.workers
             self.vec = gymnasium.vector.AsyncVectorEnv(fns, shared_memory=True, context="spawn")
         self.actions = s.targets[:, :n].reshape(len(s.targets), n // self.k, self.k, s.model.nu)
@@ -353,7 +358,7 @@ class GymVector(Row):
 
 
 # ---- driver --------------------------------------------------------------------------------
-def cpu_rows(s: Setup, n: int, cores: int, variants: bool) -> list[Callable[[], Row]]:
+def cpu_rows(s: Setup, n: int, cores: int, variants: bool, async_per_env_max: int) -> list[Callable[[], Row]]:
     """Factories of the rows at ``n`` envs, in table order (built one at a time)."""
     dec = s.decimation
     rows: list[Callable[[], Row]] = [
@@ -373,6 +378,8 @@ def cpu_rows(s: Setup, n: int, cores: int, variants: bool) -> list[Callable[[], 
         lambda: GymVector(s, n, None),
         lambda: GymVector(s, n, cores),
     ]
+    if n <= async_per_env_max:  # gymnasium's usual layout; ~80 MB per worker process
+        rows.append(lambda: GymVector(s, n, n))
     return rows
 
 
@@ -416,6 +423,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 1,
                         help="limit multiplier, rollout threads, async workers (default: os.cpu_count())")
     parser.add_argument("--variants", action="store_true", help="add rollout chunk_size / nthread rows")
+    parser.add_argument("--async-per-env-max", type=int, default=64,
+                        help="run AsyncVectorEnv with one process per env up to this many envs (memory)")
     parser.add_argument("--device", default="cpu", help="MuJoCo Warp device (cpu or cuda)")
     parser.add_argument("--warp-worlds", default=None,
                         help="comma list (default 4,16,64 on cpu, 4 with --quick; 4096,16384 on cuda)")
@@ -440,10 +449,11 @@ def main(argv: list[str] | None = None) -> None:
           "| % of limit | ours ÷ this |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     result: dict[str, str] = {}
+    async1: dict[str, str] = {}
     for n in sizes:
         rows: list[Row] = [SingleThreadLimit(s)]
         try:
-            for make in cpu_rows(s, n, args.cores, args.variants):
+            for make in cpu_rows(s, n, args.cores, args.variants, args.async_per_env_max):
                 rows.append(make())
             best = [0.0] * len(rows)
             for _ in range(args.repeats):  # interleaved rounds, best of: neighbours only slow a row down
@@ -461,12 +471,17 @@ def main(argv: list[str] | None = None) -> None:
         for name, workers, sps in cells:
             print(f"| {name} | {n} | {workers} | {sps:,.0f} | {sps * s.decimation:,.0f} | {n / sps * 1e3:.2f} "
                   f"| {100 * sps / limit_sps:.0f}% | {ours / sps:.2f}x |", flush=True)
-        async_sps = next(sps for name, sps in by_name.items() if name.startswith("gymnasium Async"))
+        async_sps = next(sps for name, sps in by_name.items() if name.startswith("gymnasium Async")
+                         and "per env" not in name)
+        per_env = by_name.get("gymnasium AsyncVectorEnv (1 proc per env)")
+        if per_env is not None:
+            async1 = {"async1_envs": str(n), "async1_sps": f"{per_env:.0f}", "vs_async1": f"{ours / per_env:.2f}"}
         result = {"envs": str(n), "ours_sps": f"{ours:.0f}", "async_sps": f"{async_sps:.0f}",
                   "limit_sps": f"{limit_sps:.0f}", "frac_of_limit": f"{ours / limit_sps:.3f}",
                   "vs_async": f"{ours / async_sps:.2f}",
                   "vecenv_sps": f"{by_name['ours: mujoco VecEnv.step']:.0f}",
                   "sync_sps": f"{by_name['gymnasium SyncVectorEnv']:.0f}"}
+    result.update(async1)
     warp_section(s, worlds, args.device, args.seconds, args.episode)
     print()
     print("RESULT " + " ".join(f"{k}={v}" for k, v in result.items()))

@@ -20,9 +20,10 @@ def run_episodes(env: VecEnv, policy: Policy, seed: int,
     Episodes that start after an env's first one are ignored, so the result does not
     favour short episodes. ``on_episode(env_index, return, length)`` is called as each
     finishes (``ctrl-rl play`` prints them live). A ``metrics`` dict receives
-    ``terminated`` (episodes that ended in a terminal state, e.g. falls) and the mean over
-    steps of every ``Metrics/<name>`` scalar the env logs (as ``<name>``), taken while no
-    episode had finished yet, so each step weighs all envs equally.
+    ``terminated`` (episodes that ended in a terminal state, e.g. falls) and, for every
+    ``Metrics/<name>`` the env logs (as ``<name>``), its mean over the evaluated episodes:
+    per-env ``[num_envs]`` values count each env's steps until its episode ends; scalars
+    (already batch means) count the steps before any episode ended.
     """
     obs = env.reset(seed=seed)
     n = env.num_envs
@@ -30,16 +31,19 @@ def run_episodes(env: VecEnv, policy: Policy, seed: int,
     lengths = torch.zeros(n, dtype=torch.long, device=env.device)
     finished = torch.zeros(n, dtype=torch.bool, device=env.device)
     n_terminated = torch.zeros((), dtype=torch.long, device=env.device)
-    sums: dict[str, float] = {}
-    counted = 0
+    sums: dict[str, torch.Tensor] = {}
+    counts: dict[str, torch.Tensor] = {}
     for _ in range(env.max_episode_length + 1):
         obs, reward, terminated, truncated, info = env.step(policy(obs))
-        if metrics is not None and not bool(finished.any()):
-            counted += 1
+        active = ~finished
+        if metrics is not None:
             for k, v in info.get("log", {}).items():
                 if k.startswith("Metrics/"):
-                    sums[k[len("Metrics/"):]] = sums.get(k[len("Metrics/"):], 0.0) + float(v)
-        active = ~finished
+                    v = torch.as_tensor(v, device=env.device, dtype=torch.float64)
+                    mask = active if v.shape == (n,) else ~finished.any()
+                    name = k[len("Metrics/"):]
+                    sums[name] = sums.get(name, 0.0) + torch.where(mask, v, 0.0).sum()
+                    counts[name] = counts.get(name, 0) + mask.sum()
         n_terminated += (terminated & active).sum()
         returns += torch.where(active, reward.double(), 0.0)
         lengths += active.long()
@@ -55,7 +59,7 @@ def run_episodes(env: VecEnv, policy: Policy, seed: int,
                            f"{env.max_episode_length} steps; the env's time limit is not enforced")
     if metrics is not None:
         metrics["terminated"] = int(n_terminated)
-        metrics.update({k: v / max(1, counted) for k, v in sums.items()})
+        metrics.update({k: float(v) / max(1, int(counts[k])) for k, v in sums.items()})
     return returns, lengths
 
 

@@ -185,3 +185,14 @@ def test_pd_actuators_follow_config():
     np.testing.assert_allclose(model.actuator_forcerange[:, 1], robot.torque_limits)
     for joint in robot.joint_names:
         assert layout[f"{joint}_torque"].stop - layout[f"{joint}_torque"].start == 1
+
+
+def test_evaluation_metrics_count_each_env_until_its_episode_ends():
+    from ctrl_rl.evaluate import run_episodes, zero_policy
+
+    env = make_env("mujoco", TASK, 4, seed=0, fixed_command=(0.5, 0.0, 0.0), **SHORT)
+    metrics: dict[str, float] = {}
+    returns, lengths = run_episodes(env, zero_policy(env), seed=0, metrics=metrics)
+    assert metrics["terminated"] == 0 and (lengths == env.max_episode_length).all()
+    assert abs(metrics["forward_velocity"]) < 0.2  # standing still
+    assert metrics["lin_vel_error"] == pytest.approx(0.5, abs=0.2)  # ... while asked for 0.5 m/s
