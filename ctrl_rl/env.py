@@ -42,6 +42,8 @@ class VecEnv(ABC):
       this step). Full-size tensors rather than the ``k`` finished rows, so GPU backends
       never sync with the host to find ``k``;
     * ``info["log"]``: ``dict[str, float | Tensor]`` scalars for TensorBoard (optional);
+    * ``info["metrics"]``: ``dict[str, Tensor[num_envs]]`` per-env task measures (optional,
+      e.g. forward velocity), which ``ctrl-rl eval`` averages over each env's episode;
     * ``terminated``: the MDP reached a terminal state (no bootstrap); ``truncated``: a time
       limit or other cut (bootstrap from ``final_obs``). Both may not be true together:
       a terminal state reached on the last step counts as terminated.

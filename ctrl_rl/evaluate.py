@@ -21,9 +21,7 @@ def run_episodes(env: VecEnv, policy: Policy, seed: int,
     favour short episodes. ``on_episode(env_index, return, length)`` is called as each
     finishes (``ctrl-rl play`` prints them live). A ``metrics`` dict receives
     ``terminated`` (episodes that ended in a terminal state, e.g. falls) and, for every
-    ``Metrics/<name>`` the env logs (as ``<name>``), its mean over the evaluated episodes:
-    per-env ``[num_envs]`` values count each env's steps until its episode ends; scalars
-    (already batch means) count the steps before any episode ended.
+    per-env measure in ``info["metrics"]``, its mean over the steps of the evaluated episodes.
     """
     obs = env.reset(seed=seed)
     n = env.num_envs
@@ -37,13 +35,9 @@ def run_episodes(env: VecEnv, policy: Policy, seed: int,
         obs, reward, terminated, truncated, info = env.step(policy(obs))
         active = ~finished
         if metrics is not None:
-            for k, v in info.get("log", {}).items():
-                if k.startswith("Metrics/"):
-                    v = torch.as_tensor(v, device=env.device, dtype=torch.float64)
-                    mask = active if v.shape == (n,) else ~finished.any()
-                    name = k[len("Metrics/"):]
-                    sums[name] = sums.get(name, 0.0) + torch.where(mask, v, 0.0).sum()
-                    counts[name] = counts.get(name, 0) + mask.sum()
+            for name, v in info.get("metrics", {}).items():
+                sums[name] = sums.get(name, 0.0) + torch.where(active, v.double(), 0.0).sum()
+                counts[name] = counts.get(name, 0) + active.sum()
         n_terminated += (terminated & active).sum()
         returns += torch.where(active, reward.double(), 0.0)
         lengths += active.long()

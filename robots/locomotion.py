@@ -313,9 +313,10 @@ class VelocityTask:
         if self.resample_every > 0:
             due = (episode_length % self.resample_every == 0)[:, None]
             self.commands = torch.where(due, self._sample_commands(gen), self.commands)
-        # per env (loggers take the mean; evaluation averages each env over its own episode)
-        log["Metrics/lin_vel_error"] = (self.commands[:, :2] - v[:, :2]).norm(dim=-1)
-        log["Metrics/forward_velocity"] = v[:, 0]  # base frame, m/s
+        # per env: evaluation averages each env over its own episode; TensorBoard gets the mean
+        self.metrics = {"lin_vel_error": (self.commands[:, :2] - v[:, :2]).norm(dim=-1),
+                        "forward_velocity": v[:, 0]}  # base frame, m/s
+        log.update({f"Metrics/{k}": m.mean() for k, m in self.metrics.items()})
         return reward, terminated, log
 
     def perturb(self, physics: Any, episode_length: torch.Tensor, gen: torch.Generator) -> None:

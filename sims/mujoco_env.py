@@ -135,7 +135,7 @@ class MjVecEnv(VecEnv):
         self.task.perturb(self.physics, self.episode_length, self._generator)
         obs = self.task.observe(self.physics, noise)
         info = {"final_obs": {k: torch.where(done[:, None], v, obs[k]) for k, v in final_obs.items()},
-                "episode": episode, "log": log}
+                "episode": episode, "log": log, "metrics": self.task.metrics}
         return obs, reward, terminated, truncated, info
 
     # -- state ------------------------------------------------------------------------------

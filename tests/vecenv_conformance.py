@@ -112,6 +112,8 @@ def check_step_result(env: VecEnv, tr: Transition) -> None:
     _check_tensor("episode['length']", episode["length"], (n,), torch.int64, env.device)
     for key, value in tr.info.get("log", {}).items():
         assert isinstance(value, (int, float)) or value.numel() == 1, f"log[{key!r}] not scalar"
+    for key, value in tr.info.get("metrics", {}).items():
+        assert value.shape == (n,) and value.device == env.device, f"metrics[{key!r}] is not [num_envs]"
 
     done = tr.done
     for group, final in tr.info["final_obs"].items():
