@@ -178,6 +178,8 @@ class VelocityTask:
         self.delay = torch.zeros(n, dtype=torch.long, device=device)
         self.action_history = zeros(n, cfg.max_action_delay + 1, nj)
         self.active_rewards = [k for k, w in cfg.rewards.items() if w != 0.0]
+        self.metrics: dict[str, torch.Tensor] = {}
+        """Per-env measures of the last step (``info["metrics"]``)."""
         self._nominal: dict[str, torch.Tensor] = {}
 
     # -- helpers ----------------------------------------------------------------------------
@@ -185,8 +187,8 @@ class VelocityTask:
         return torch.rand(*shape, generator=gen, device=self.device) * (hi - lo) + lo
 
     def signals(self, physics: Any) -> dict[str, torch.Tensor]:
-        """The named signals the observation terms read (robot-measurable + privileged),
-        plus the raw float32 ``sensordata`` under ``"_sensors"`` for rewards."""
+        """The named signals the observation terms read (robot-measurable + privileged), plus
+        ``_contact``, ``_torques`` and ``_base_contact`` for rewards and terminations."""
         sd = physics.sensordata.float()  # one conversion, then cheap slices
         sensor = lambda name: sd[:, self.layout[name]]  # noqa: E731
         contact = torch.cat([sensor(f) for f in self.feet], -1) > 1.0

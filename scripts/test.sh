@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fresh machine -> the whole test suite (unit, conformance, learning and resume tests; ~5 min on 2 cores).
+# Fresh machine -> the whole test suite (unit, conformance, learning, resume, MuJoCo, mjlab and rendering
+# tests; ~8 min on 2 cores from scratch, of which ~2 min build .venv-mjlab).
 # Extra pytest arguments pass through, e.g. `bash scripts/test.sh -m "not slow"`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
