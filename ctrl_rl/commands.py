@@ -285,8 +285,12 @@ def export(spec: str, overrides: list[str], output: str | None = None) -> Path:
         "obs_groups": list(alg.model.actor_obs), "obs_dims": obs_dims,
         "action_dim": env.action_dim, "action_bounds": list(env.action_bounds) if env.action_bounds else None,
         "step_dt": env.step_dt,
+        **env.deploy_metadata(),  # robot tasks: obs terms, joint order, default pose, gains, action clip
     }
-    info = export_onnx(alg.model.actor.cpu(), sum(obs_dims.values()), env.action_bounds, out, metadata,
+    bounds = env.action_bounds
+    if bounds is None and metadata.get("action_clip") is not None:  # the task's own clip, in the graph
+        bounds = (-float(metadata["action_clip"]), float(metadata["action_clip"]))
+    info = export_onnx(alg.model.actor.cpu(), sum(obs_dims.values()), bounds, out, metadata,
                        recorded_obs=np.concatenate(recorded))
     print(f"exported {out} (parity max abs diff {info['max_abs_diff']:.2e} over {info['num_probes']} observations)")
     print(f"RESULT path={out} max_abs_diff={info['max_abs_diff']:.3e}")

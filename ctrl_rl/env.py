@@ -79,6 +79,16 @@ class VecEnv(ABC):
         """Restore what :meth:`get_state` returned."""
         raise NotImplementedError(f"{type(self).__name__} does not expose its state")
 
+    def deploy_metadata(self) -> dict[str, Any]:
+        """What a robot needs besides the network (written into the exported bundle).
+
+        Robot tasks return the observation terms (names, dims, scales, clip, history), the
+        joint names in policy order, default pose, action scale and clip, PD gains, torque
+        limits, control dt and decimation. ``action_clip`` (if present) is applied inside the
+        exported graph. Envs without a robot return ``{}``.
+        """
+        return {}
+
     @property
     def supports_state(self) -> bool:
         """Whether :meth:`get_state` / :meth:`set_state` are implemented."""

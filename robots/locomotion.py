@@ -351,6 +351,22 @@ class VelocityTask:
             obs["critic"] = compute_obs(self.obs_terms["critic"], s)
         return obs
 
+    def deploy_metadata(self) -> dict[str, Any]:
+        """Observation layout and action mapping of the policy group, for the deploy bundle."""
+        r = self.robot
+        return {
+            "robot": r.name,
+            "obs_terms": [t.to_dict() for t in self.obs_terms["policy"]],
+            "joint_names": list(r.joint_names),
+            "default_pose": list(r.default_pose),
+            "action_scale": r.action_scale,
+            "action_clip": self.cfg.clip_actions,
+            "kp": list(r.kp), "kd": list(r.kd), "torque_limits": list(r.torque_limits),
+            "control_dt": self.step_dt, "decimation": self.decimation,
+            "command": {"names": ["lin_vel_x", "lin_vel_y", "ang_vel_yaw"],
+                        "ranges": [list(self.cfg.lin_vel_x), list(self.cfg.lin_vel_y), list(self.cfg.ang_vel_yaw)]},
+        }
+
     # -- state ------------------------------------------------------------------------------
     _BUFFERS = ("commands", "last_action", "last_joint_vel", "air_time", "last_contact", "delay", "action_history")
 

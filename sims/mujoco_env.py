@@ -151,6 +151,11 @@ class MjVecEnv(VecEnv):
         self.episode_return.copy_(state["episode_return"])
         self._generator.set_state(state["generator"])
 
+    def deploy_metadata(self) -> dict[str, Any]:
+        meta = self.task.deploy_metadata()
+        meta["physics_dt"] = float(self.physics.model.opt.timestep)
+        return meta
+
     # -- rendering --------------------------------------------------------------------------
     def render_frame(self, env_idx: int = 0) -> np.ndarray:
         """An RGB frame of world ``env_idx`` (offscreen; see ``ctrl_rl.sims.render``)."""
