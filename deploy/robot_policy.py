@@ -1,0 +1,84 @@
+"""A policy bundle as a robot controller: robot state in, joint targets out (numpy only).
+
+The bundle's metadata says which observation terms the policy was trained on; this module
+evaluates those very term functions (``ctrl_rl.robots.terms``, numpy-compatible) on what
+the robot measures, so nothing about the observation is re-implemented by hand. Joints are
+matched by name, never by position: the robot's joint order may differ from the policy's.
+
+Imports numpy and onnxruntime only (``ctrl_rl.robots.terms`` imports numpy only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from ctrl_rl.robots.terms import ROBOT_SIGNALS, TERM_FUNCTIONS, ObsTerm, compute_obs
+
+from .runtime import OnnxPolicy
+
+REQUIRED_KEYS = ("obs_terms", "joint_names", "default_pose", "action_scale", "kp", "kd", "control_dt")
+"""Metadata a bundle needs to drive a robot (robot tasks export it; see ``VecEnv.deploy_metadata``)."""
+
+
+def joint_index_map(policy_joints: Sequence[str], robot_joints: Sequence[str]) -> np.ndarray:
+    """``idx`` with ``robot_values[idx]`` in the policy's joint order; errors name every mismatch."""
+    robot = list(robot_joints)
+    if len(set(robot)) != len(robot):
+        dup = sorted({n for n in robot if robot.count(n) > 1})
+        raise ValueError(f"the robot reports joint name(s) {dup} more than once")
+    missing = [n for n in policy_joints if n not in robot]
+    if missing:
+        raise ValueError(f"the robot does not report joint(s) {missing} the policy drives; "
+                         f"it reports {robot}")
+    return np.array([robot.index(n) for n in policy_joints], dtype=np.int64)
+
+
+class RobotPolicy:
+    """Observation assembly, inference and action mapping for one robot (batch of one)."""
+
+    def __init__(self, bundle: str | Path | OnnxPolicy) -> None:
+        self.policy = bundle if isinstance(bundle, OnnxPolicy) else OnnxPolicy(bundle)
+        meta = self.policy.metadata
+        missing = [k for k in REQUIRED_KEYS if k not in meta]
+        if missing:
+            raise ValueError(f"bundle lacks {missing}: it was not exported from a robot task "
+                             "(re-export with ctrl-rl export from a checkpoint of one)")
+        self.terms = [ObsTerm(t["name"], int(t["dim"]), tuple(t["scale"]) if isinstance(t["scale"], list)
+                              else float(t["scale"]), t["clip"]) for t in meta["obs_terms"]]
+        unknown = [t.name for t in self.terms if t.name not in TERM_FUNCTIONS]
+        if unknown:
+            raise ValueError(f"bundle uses observation term(s) {unknown} this ctrl_rl does not define")
+        if sum(t.dim for t in self.terms) != self.policy.obs_dim:
+            raise ValueError("bundle's observation terms do not add up to the network's input size")
+        self.joint_names: list[str] = list(meta["joint_names"])
+        self.default_pose = np.asarray(meta["default_pose"], dtype=np.float64)
+        self.action_scale = float(meta["action_scale"])
+        clip = meta.get("action_clip")
+        self.action_clip = None if clip is None else float(clip)
+        self.kp = np.asarray(meta["kp"], dtype=np.float64)
+        self.kd = np.asarray(meta["kd"], dtype=np.float64)
+        self.control_dt = float(meta["control_dt"])
+        self.last_action = np.zeros(len(self.joint_names))
+
+    def reset(self) -> None:
+        """Forget the previous action (the ``last_action`` term starts at zero, as in training)."""
+        self.last_action[:] = 0.0
+
+    def observation(self, signals: dict[str, Any]) -> np.ndarray:
+        """``[obs_dim]`` from robot signals in policy joint order (``imu_quat`` w-x-y-z,
+        ``imu_gyro`` body rad/s, ``joint_pos``/``joint_vel``, ``command`` (vx, vy, yaw rate))."""
+        values = {k: np.asarray(v, dtype=np.float64) for k, v in signals.items() if k in ROBOT_SIGNALS}
+        values["last_action"] = self.last_action
+        values["default_pose"] = self.default_pose
+        return compute_obs(self.terms, values).astype(np.float32)
+
+    def step(self, signals: dict[str, Any]) -> np.ndarray:
+        """One control step: joint position targets (policy joint order)."""
+        actions = np.asarray(self.policy(self.observation(signals)), dtype=np.float64)
+        if self.action_clip is not None:
+            actions = np.clip(actions, -self.action_clip, self.action_clip)
+        self.last_action = actions
+        return self.default_pose + self.action_scale * actions

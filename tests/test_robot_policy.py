@@ -1,0 +1,86 @@
+"""RobotPolicy: a bundle driven from robot signals reproduces the training env, without torch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from ctrl_rl.deploy.robot_policy import RobotPolicy, joint_index_map
+from ctrl_rl.robots.terms import ROBOT_SIGNALS
+from ctrl_rl.sims import make_env
+
+from ctrl_rl.commands import export, train
+
+TASK = "quadruped_velocity_flat"
+EXACT = {"obs_noise": 0.0, "max_action_delay": 0, "push_velocity": 0.0}  # what a robot never gets in training
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    run = train([f"task={TASK}", "env.num_envs=8", "algo.num_steps_per_env=8", "runner.max_iterations=1",
+                 "algo.actor_hidden=[32]", "algo.critic_hidden=[32]", "runner.progress=false",
+                 f"runner.log_root={root}"])
+    return export(str(run), [])
+
+
+def test_robot_policy_reproduces_env_observations_and_targets(bundle):
+    """Signals reported in a shuffled joint order, mapped by name: same obs and joint targets
+    as the env computes, step after step (so last_action bookkeeping matches too)."""
+    rp = RobotPolicy(bundle)
+    env = make_env("mujoco", TASK, 1, seed=3, **EXACT)
+    robot_order = list(reversed(rp.joint_names))  # the robot's driver lists joints its own way
+    to_policy = joint_index_map(rp.joint_names, robot_order)
+    from_policy = np.argsort(to_policy)
+    obs = env.reset(seed=3)
+    for _ in range(60):
+        s = {k: v[0].double().numpy() for k, v in env.task.signals(env.physics).items() if k in ROBOT_SIGNALS}
+        robot = {**s, "joint_pos": s["joint_pos"][from_policy], "joint_vel": s["joint_vel"][from_policy]}
+        mapped = {**robot, "joint_pos": robot["joint_pos"][to_policy], "joint_vel": robot["joint_vel"][to_policy]}
+        np.testing.assert_allclose(rp.observation(mapped), obs["policy"][0].numpy(), atol=1e-5)
+        targets = rp.step(mapped)
+        actions = torch.as_tensor(rp.policy(obs["policy"][0].numpy()))[None]
+        expected = env.task.default_pose + env.task.action_scale * actions.clamp(-10, 10)
+        np.testing.assert_allclose(targets, expected[0].numpy(), atol=1e-5)
+        obs, _, terminated, truncated, _ = env.step(actions)
+        if bool(terminated | truncated):
+            rp.reset()
+
+
+def test_joint_map_errors_name_the_joints():
+    with pytest.raises(ValueError, match=r"does not report joint\(s\) \['b'\]"):
+        joint_index_map(["a", "b"], ["a", "c"])
+    with pytest.raises(ValueError, match=r"\['a'\] more than once"):
+        joint_index_map(["a"], ["a", "a"])
+    np.testing.assert_array_equal(joint_index_map(["a", "b", "c"], ["c", "a", "b", "extra"]), [1, 2, 0])
+
+
+def test_bundle_without_robot_metadata_is_refused(tmp_path):
+    run = train(["task=pendulum", "env.num_envs=8", "algo.num_steps_per_env=8", "runner.max_iterations=1",
+                 "runner.progress=false", f"runner.log_root={tmp_path}"])
+    with pytest.raises(ValueError, match="not exported from a robot task"):
+        RobotPolicy(export(str(run), []))
+
+
+def test_robot_policy_imports_without_torch(bundle):
+    code = f"""
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError("torch is blocked on the robot")
+sys.meta_path.insert(0, Block())
+import numpy as np
+from ctrl_rl.deploy.robot_policy import RobotPolicy
+rp = RobotPolicy({str(bundle)!r})
+s = dict(imu_quat=[1, 0, 0, 0], imu_gyro=np.zeros(3), joint_pos=rp.default_pose, joint_vel=np.zeros(12),
+         command=[0.5, 0, 0])
+t = rp.step(s)
+assert t.shape == (12,) and "torch" not in sys.modules
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
