@@ -46,8 +46,7 @@ class RobotPolicy:
         if missing:
             raise ValueError(f"bundle lacks {missing}: it was not exported from a robot task "
                              "(re-export with ctrl-rl export from a checkpoint of one)")
-        self.terms = [ObsTerm(t["name"], int(t["dim"]), tuple(t["scale"]) if isinstance(t["scale"], list)
-                              else float(t["scale"]), t["clip"]) for t in meta["obs_terms"]]
+        self.terms = [ObsTerm.from_dict(t) for t in meta["obs_terms"]]
         unknown = [t.name for t in self.terms if t.name not in TERM_FUNCTIONS]
         if unknown:
             raise ValueError(f"bundle uses observation term(s) {unknown} this ctrl_rl does not define")

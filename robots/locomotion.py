@@ -166,6 +166,9 @@ class VelocityTask:
             self.obs_terms["critic"] = clean + (ObsTerm("base_lin_vel", 3, scale=2.0), ObsTerm("base_height", 1),
                                                 ObsTerm("foot_contact", len(self.feet)))
         self.obs_dims = {g: sum(t.dim for t in terms) for g, terms in self.obs_terms.items()}
+        offsets = torch.tensor([0] + [t.dim for t in pterms]).cumsum(0).tolist()
+        self._noise_slices = {t.name: slice(a, b) for t, a, b in zip(pterms, offsets, offsets[1:], strict=False)}
+        """Where each policy term's noise sits in :meth:`sample_obs_noise`'s tensor."""
         self.push_every = int(round(cfg.push_interval_s / self.step_dt)) if cfg.push_velocity > 0 else 0
         self.resample_every = int(round(cfg.command_resample_s / self.step_dt))
         n, f = num_envs, len(self.feet)
@@ -312,9 +315,13 @@ class VelocityTask:
         terminated = (s["_base_contact"] > 1.0) | (upright < math.cos(math.radians(c.max_tilt_deg)))
         self.last_action = self._action
         self.last_joint_vel = s["joint_vel"]
+        s["last_action"] = self.last_action
         if self.resample_every > 0:
             due = (episode_length % self.resample_every == 0)[:, None]
             self.commands = torch.where(due, self._sample_commands(gen), self.commands)
+        s["command"] = self.commands
+        self.post_step_signals = s
+        """This step's signals with the updated command and last action: ``final_obs`` reuses them."""
         # per env: evaluation averages each env over its own episode; TensorBoard gets the mean
         self.metrics = {"lin_vel_error": (self.commands[:, :2] - v[:, :2]).norm(dim=-1),
                         "forward_velocity": v[:, 0]}  # base frame, m/s
@@ -340,12 +347,11 @@ class VelocityTask:
             return None
         return torch.rand(self.num_envs, self.obs_dims["policy"], generator=gen, device=self.device) * 2 - 1
 
-    def observe(self, physics: Any, noise: torch.Tensor | None) -> dict[str, torch.Tensor]:
-        s = self.signals(physics)
-        slices, start = {}, 0
-        for t in self.obs_terms["policy"]:
-            slices[t.name], start = slice(start, start + t.dim), start + t.dim
-        draw = None if noise is None else (lambda term: noise[:, slices[term.name]])
+    def observe(self, physics: Any, noise: torch.Tensor | None,
+                signals: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+        """Observation groups; ``signals`` may be passed when already read for this state."""
+        s = self.signals(physics) if signals is None else signals
+        draw = None if noise is None else (lambda term: noise[:, self._noise_slices[term.name]])
         obs = {"policy": compute_obs(self.obs_terms["policy"], s, draw)}
         if "critic" in self.obs_terms:
             obs["critic"] = compute_obs(self.obs_terms["critic"], s)

@@ -19,7 +19,7 @@ estimator delivers too — on every backend alike.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -122,14 +122,8 @@ def load_robot(name_or_path: str) -> RobotConfig:
     raise ValueError(f"unknown robot {name_or_path!r}; choose one of {choices} or give a robot YAML path")
 
 
-@dataclass
-class SensorLayout:
-    """Where each canonical sensor lives in ``sensordata`` (name -> slice)."""
-
-    slices: dict[str, slice] = field(default_factory=dict)
-
-    def __getitem__(self, name: str) -> slice:
-        return self.slices[name]
+SensorLayout = dict[str, slice]
+"""Canonical sensor name -> its slice of ``sensordata``."""
 
 
 SENSOR_NAMES = ("imu_quat", "imu_gyro", "imu_acc", "base_lin_vel", "base_pos", "base_contact")
@@ -199,10 +193,8 @@ def build_model(robot: RobotConfig) -> tuple[mujoco.MjModel, SensorLayout]:
         add(name=f"{jname}_torque", type=S.mjSENS_ACTUATORFRC, objtype=O.mjOBJ_ACTUATOR, objname=f"{jname}_pd")
 
     model = spec.compile()
-    layout = SensorLayout()
-    for i in range(model.nsensor):
-        adr, dim = int(model.sensor_adr[i]), int(model.sensor_dim[i])
-        layout.slices[model.sensor(i).name] = slice(adr, adr + dim)
+    layout = {model.sensor(i).name: slice(int(model.sensor_adr[i]), int(model.sensor_adr[i] + model.sensor_dim[i]))
+              for i in range(model.nsensor)}
     return model, layout
 
 

@@ -89,8 +89,15 @@ class ObsTerm:
     never applied at deploy time."""
 
     def to_dict(self) -> dict[str, Any]:
+        """The term as a deploy bundle stores it (no training noise)."""
         scale = list(self.scale) if isinstance(self.scale, tuple) else self.scale
         return {"name": self.name, "dim": self.dim, "scale": scale, "clip": self.clip, "history": 1}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ObsTerm:
+        """Inverse of :meth:`to_dict` (a bundle's term list back into terms)."""
+        scale = tuple(float(x) for x in d["scale"]) if isinstance(d["scale"], list) else float(d["scale"])
+        return cls(d["name"], int(d["dim"]), scale, d["clip"])
 
 
 def compute_term(term: ObsTerm, signals: Mapping[str, Array], noise: Array | None = None) -> Array:

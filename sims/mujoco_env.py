@@ -125,7 +125,7 @@ class MjVecEnv(VecEnv):
         reward, terminated, log = self.task.evaluate(self.physics, self.episode_length, self._generator)
         truncated = (self.episode_length >= self.max_episode_length) & ~terminated
         done = terminated | truncated
-        final_obs = self.task.observe(self.physics, noise)
+        final_obs = self.task.observe(self.physics, noise, self.task.post_step_signals)
         self.episode_return += reward
         episode = {"return": self.episode_return.clone(), "length": self.episode_length.clone()}
 

@@ -201,9 +201,7 @@ def test_evaluation_metrics_count_each_env_until_its_episode_ends():
 def test_export_carries_robot_metadata_and_obs_recompute_with_numpy(tmp_path):
     """The bundle holds the obs layout and action mapping; numpy + the bundle's term list
     rebuild the env's policy observation from robot signals alone; the clip is in the graph."""
-    import json
-
-    import onnxruntime as ort
+    from ctrl_rl.deploy.runtime import OnnxPolicy
     from ctrl_rl.robots.terms import ROBOT_SIGNALS
 
     from ctrl_rl.commands import export, train
@@ -211,14 +209,8 @@ def test_export_carries_robot_metadata_and_obs_recompute_with_numpy(tmp_path):
     run = train(["task=quadruped_velocity_flat", "env.num_envs=8", "algo.num_steps_per_env=8",
                  "runner.max_iterations=1", "algo.actor_hidden=[16]", "algo.critic_hidden=[16]",
                  "runner.progress=false", f"runner.log_root={tmp_path}"])
-    sess = ort.InferenceSession(str(export(str(run), [])), providers=["CPUExecutionProvider"])
-    def decode(text: str):
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError:  # plain strings (version, task, hash)
-            return text
-
-    meta = {k: decode(v) for k, v in sess.get_modelmeta().custom_metadata_map.items()}
+    bundle = OnnxPolicy(export(str(run), []))
+    meta = bundle.metadata
     robot = load_robot("ctrl_quad")
     assert meta["joint_names"] == list(robot.joint_names) and meta["default_pose"] == list(robot.default_pose)
     assert meta["kp"] == list(robot.kp) and meta["action_scale"] == robot.action_scale
@@ -228,10 +220,9 @@ def test_export_carries_robot_metadata_and_obs_recompute_with_numpy(tmp_path):
     env = make_env("mujoco", TASK, 3, seed=4, obs_noise=0.0)
     obs, *_ = env.step(torch.randn(3, 12, generator=torch.Generator().manual_seed(0)))
     signals = {k: v.double().numpy() for k, v in env.task.signals(env.physics).items() if k in ROBOT_SIGNALS}
-    terms = [ObsTerm(t["name"], t["dim"], tuple(t["scale"]) if isinstance(t["scale"], list) else t["scale"],
-                     t["clip"]) for t in meta["obs_terms"]]
+    terms = [ObsTerm.from_dict(t) for t in meta["obs_terms"]]
     np.testing.assert_allclose(compute_obs(terms, signals), obs["policy"].numpy(), atol=1e-5)
 
     huge = np.full((2, 45), 1e4, dtype=np.float32) * np.array([[1.0], [-1.0]], dtype=np.float32)
-    actions = sess.run(None, {"obs": huge})[0]
+    actions = bundle(huge)
     assert np.abs(actions).max() <= meta["action_clip"] == 10.0
