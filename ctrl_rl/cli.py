@@ -15,6 +15,7 @@ EPILOG = """examples:
   ctrl-rl export latest
   ctrl-rl play latest --agent zero                     # sanity-check an MDP without a policy
   ctrl-rl play latest --video out.mp4 --steps 500      # MP4 of env 0 (MuJoCo sims)
+  ctrl-rl deploy sim2sim <run>/exported/policy.onnx    # the ROS 2 node against a MuJoCo robot
 """
 
 
@@ -89,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"{EPILOG}\nalgorithms (algo=...): {_algos_text()}\ntasks (task=..., sim=...):\n{_tasks_text()}\n",
         description="Train, evaluate and export continuous-control policies. "
                     "Configure with hydra overrides (key=value); `ctrl-rl train --help` lists every key.")
-    sub = parser.add_subparsers(dest="command", metavar="{train,play,eval,export,list}")
+    sub = parser.add_subparsers(dest="command", metavar="{train,play,eval,export,deploy,list}")
 
     p = sub.add_parser("train", add_help=False, help="train a policy (overrides: algo=, task=, key=value)")
     p.add_argument("-h", "--help", action="store_true")
@@ -118,12 +119,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", default=None, help="default: <run dir>/exported/policy.onnx")
     p.set_defaults(func=cmd_export)
 
+    sub.add_parser("deploy", help="run the deploy node or sim2sim (`ctrl-rl deploy --help`)", add_help=False)
+
     p = sub.add_parser("list", help="list algorithms and tasks")
     p.set_defaults(func=cmd_list)
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["deploy"]:  # robot side: no torch, no hydra (ctrl-rl[deploy] only)
+        from ctrl_rl.deploy.cli import main as deploy_main
+
+        deploy_main(argv[1:])
+        return
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     for chatty in ("onnx_ir", "onnxscript", "torch.onnx", "matplotlib", "OpenGL"):
         logging.getLogger(chatty).setLevel(logging.WARNING)

@@ -76,7 +76,11 @@ class RobotPolicy:
 
     def step(self, signals: dict[str, Any]) -> np.ndarray:
         """One control step: joint position targets (policy joint order)."""
-        actions = np.asarray(self.policy(self.observation(signals)), dtype=np.float64)
+        return self.targets(self.policy(self.observation(signals)))
+
+    def targets(self, actions: np.ndarray) -> np.ndarray:
+        """Policy actions -> joint position targets; remembers them for ``last_action``."""
+        actions = np.asarray(actions, dtype=np.float64)
         if self.action_clip is not None:
             actions = np.clip(actions, -self.action_clip, self.action_clip)
         self.last_action = actions

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 import mujoco
+import numpy as np
 import torch
 
 from .robot import RobotConfig, SensorLayout, joint_indices
@@ -152,6 +153,7 @@ class VelocityTask:
         self.action_scale = robot.action_scale
         lo, hi = model.jnt_range[[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, j)
                                   for j in robot.joint_names]].T
+        self.joint_limits = np.stack([lo, hi], axis=1)
         mid, half = (lo + hi) / 2, (hi - lo) / 2
         self.soft_limits = (torch.tensor(mid - 0.9 * half, device=device, dtype=torch.float32),
                             torch.tensor(mid + 0.9 * half, device=device, dtype=torch.float32))
@@ -368,6 +370,7 @@ class VelocityTask:
             "action_scale": r.action_scale,
             "action_clip": self.cfg.clip_actions,
             "kp": list(r.kp), "kd": list(r.kd), "torque_limits": list(r.torque_limits),
+            "joint_limits": self.joint_limits.tolist(),  # hard [lo, hi] per joint (rad), for the deploy watchdog
             "control_dt": self.step_dt, "decimation": self.decimation,
             "command": {"names": ["lin_vel_x", "lin_vel_y", "ang_vel_yaw"],
                         "ranges": [list(self.cfg.lin_vel_x), list(self.cfg.lin_vel_y), list(self.cfg.ang_vel_yaw)]},

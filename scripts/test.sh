@@ -7,7 +7,9 @@ cd "$(dirname "$0")/.."
 bash scripts/setup_render.sh  # headless GL libraries for the rendering tests (Debian; root or sudo)
 python3 -m venv .venv
 .venv/bin/pip install -q torch==2.13.0
-.venv/bin/pip install -q -e ".[train,test,gymnasium,bench,video,mujoco,mjwarp]"
+.venv/bin/pip install -q -e ".[train,test,deploy,gymnasium,bench,video,mujoco,mjwarp]"
 # .venv-mjlab for tests/test_isaaclab_adapter.py (mjlab pins mujoco 3.11; quick when already built).
 bash scripts/setup_mjlab_env.sh
+# .venv-ros for the rclpy tests (ROS 2 Kilted wheels re-exec the interpreter: never in .venv; quick when built).
+bash scripts/setup_ros_env.sh
 .venv/bin/python -m pytest "$@"

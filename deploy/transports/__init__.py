@@ -1,0 +1,50 @@
+"""Transports for the deploy node and the sim2sim bridge: one protocol, two implementations.
+
+``dds``: plain DDS through PyPI ``cyclonedds`` in ROS 2's wire format (no ROS install needed);
+``ros2``: rclpy (a ROS 2 install or PyPI ``ros-rclpy`` wheels). Both interoperate with ROS 2
+nodes on the same domain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+
+class Transport(Protocol):
+    """Publish/subscribe of :mod:`ctrl_rl.deploy.messages` objects on ROS 2 topics.
+
+    Topic names are ROS names (``joint_states``, ``/imu/data``); relative names resolve in the
+    transport's namespace. Callbacks run on a transport thread: keep them short (store and return).
+    """
+
+    name: str
+
+    def publisher(self, topic: str, msg_type: type) -> Callable[[Any], None]:
+        """A function that publishes one message of ``msg_type`` on ``topic``."""
+        ...
+
+    def subscribe(self, topic: str, msg_type: type, callback: Callable[[Any], None]) -> None:
+        """Call ``callback(msg)`` for each message received on ``topic`` (reliable, keep-last 10)."""
+        ...
+
+    def close(self) -> None:
+        """Stop threads, delete entities; idempotent."""
+        ...
+
+
+TRANSPORTS = ("dds", "rclpy")
+
+
+def make_transport(name: str, namespace: str = "", domain_id: int | None = None,
+                   node_name: str = "ctrl_rl") -> Transport:
+    """``'dds'`` or ``'rclpy'``; errors name the install that is missing."""
+    if name == "dds":
+        from .dds import DdsTransport
+
+        return DdsTransport(namespace=namespace, domain_id=domain_id)
+    if name == "rclpy":
+        from .ros2 import RclpyTransport
+
+        return RclpyTransport(namespace=namespace, domain_id=domain_id, node_name=node_name)
+    raise ValueError(f"transport must be one of {TRANSPORTS}, got '{name}'")

@@ -1,0 +1,146 @@
+"""Safety state machine and watchdog: every transition and fault, from hand-written inputs."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+from ctrl_rl.deploy.node import NodeParams
+from ctrl_rl.deploy.safety import Mode, SafetyConfig, SafetyStateMachine, find_fault, tilt_angle
+from ctrl_rl.deploy.stats import LoopTimer
+
+POSE = np.array([0.0, 0.8, -1.5])
+LIMITS = np.array([[-0.8, 0.8], [-1.0, 3.5], [-2.7, -0.9]])
+UP = np.array([0.0, 0.0, -1.0])
+CFG = SafetyConfig(state_timeout=0.025, stand_up_time=1.0, stand_hold_time=0.5)
+
+
+def healthy(**kw):
+    args = dict(joint_pos=POSE.copy(), joint_vel=np.zeros(3), gravity_body=UP, gyro=np.zeros(3), state_age=0.005,
+                command_age=0.1, joint_limits=LIMITS, need_command=True)
+    args.update(kw)
+    return find_fault(CFG, **args)
+
+
+def test_healthy_data_has_no_fault():
+    assert healthy() is None
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(joint_pos=None), "no joint state"),
+    (dict(state_age=0.026), "stale: last JointState/Imu 26.0 ms ago"),
+    (dict(state_age=math.inf), "stale"),
+    (dict(joint_pos=np.array([0.0, np.nan, -1.5])), "non-finite joint positions"),
+    (dict(gyro=np.array([0.0, np.inf, 0.0])), "non-finite IMU angular velocity"),
+    (dict(joint_pos=np.array([0.0, 0.8, -0.75])), r"joint 2 at -0.750 rad is outside its limits \[-2.800, -0.800\]"),
+    (dict(joint_vel=np.array([0.0, 31.0, 0.0])), "joint speed 31.0"),
+    (dict(gyro=np.array([25.0, 0.0, 0.0])), "body rate"),
+    (dict(gravity_body=np.array([0.0, -math.sin(0.9), -math.cos(0.9)])), "tilt 52 deg exceeds max_tilt 46 deg"),
+    (dict(command_age=0.6), "velocity command is stale: 0.60 s old"),
+    (dict(command_age=None), "never received"),
+])
+def test_each_fault_is_found_and_named(kw, match):
+    fault = healthy(**kw)
+    assert fault is not None
+    import re
+    assert re.search(match, fault), fault
+
+
+def test_limits_allow_the_margin_and_commands_are_optional_outside_policy():
+    assert healthy(joint_pos=np.array([0.0, 0.8, -0.85])) is None  # within 0.1 rad of the limit
+    assert healthy(command_age=None, need_command=False) is None
+    no_cmd = SafetyConfig(command_timeout=0, state_timeout=0.02)
+    assert find_fault(no_cmd, POSE, np.zeros(3), UP, np.zeros(3), 0.0, None, LIMITS, True) is None
+
+
+def test_tilt_angle():
+    assert tilt_angle(UP) == pytest.approx(0.0)
+    assert tilt_angle(np.array([1.0, 0.0, 0.0])) == pytest.approx(math.pi / 2)
+    assert tilt_angle(np.array([0.0, 0.0, 1.0])) == pytest.approx(math.pi)
+
+
+def test_passive_stand_up_policy_sequence_and_commands():
+    sm = SafetyStateMachine(CFG, POSE, kp=[35.0], kd=[0.6])
+    lying = np.array([0.1, 1.4, -2.6])
+    assert sm.tick(0.0, "no joint state or IMU received yet", None) == Mode.PASSIVE  # waits for data
+    c = sm.command(0.0)
+    np.testing.assert_array_equal(c.kp, 0.0)
+    np.testing.assert_array_equal(c.kd, CFG.damping_kd)
+    assert sm.tick(0.1, None, lying) == Mode.STAND_UP  # auto_start on the first healthy data
+    np.testing.assert_allclose(sm.command(0.1).position, lying)
+    np.testing.assert_allclose(sm.command(0.6).position, (lying + POSE) / 2)  # halfway at t0 + 0.5 s
+    np.testing.assert_allclose(sm.command(0.6).kp, 35.0)
+    np.testing.assert_allclose(sm.command(1.3).position, POSE)  # holding
+    assert sm.tick(1.5, None, POSE) == Mode.STAND_UP
+    assert sm.tick(1.6, None, POSE) == Mode.POLICY  # stand_up_time + stand_hold_time after entry
+    targets = POSE + 0.1
+    np.testing.assert_allclose(sm.command(1.6, targets).position, targets)
+    with pytest.raises(ValueError, match="policy mode needs"):
+        sm.command(1.6)
+    assert [m for _, m, _ in sm.transitions] == [Mode.STAND_UP, Mode.POLICY]
+
+
+def test_fault_latches_damping_until_a_start_on_healthy_data():
+    sm = SafetyStateMachine(CFG, POSE, kp=[35.0], kd=[0.6])
+    sm.tick(0.0, None, POSE)
+    sm.tick(2.0, None, POSE)
+    assert sm.mode == Mode.POLICY
+    bent = POSE + 0.2
+    assert sm.tick(2.02, "robot state is stale", bent) == Mode.DAMPING
+    assert sm.fault == "robot state is stale"
+    c = sm.command(2.02)
+    np.testing.assert_allclose(c.position, bent)  # holds the last measured pose, kp 0: pure damping
+    np.testing.assert_array_equal(c.kp, 0.0)
+    assert sm.tick(3.0, None, POSE) == Mode.DAMPING  # healthy again, but latched
+    sm.request_start()
+    assert sm.tick(3.1, "tilt 80 deg", POSE) == Mode.DAMPING  # a start pressed while faulty is dropped
+    assert sm.tick(3.2, None, POSE) == Mode.DAMPING
+    sm.request_start()
+    assert sm.tick(3.3, None, POSE) == Mode.STAND_UP and sm.fault is None
+
+
+def test_no_auto_start_waits_for_the_operator_and_estop_in_passive_latches():
+    sm = SafetyStateMachine(SafetyConfig(auto_start=False), POSE, kp=[35.0], kd=[0.6])
+    assert sm.tick(0.0, None, POSE) == Mode.PASSIVE
+    assert sm.tick(1.0, "e-stop message received", POSE) == Mode.DAMPING
+
+
+def test_config_validation_names_the_fix():
+    assert SafetyConfig().resolved(0.02).state_timeout == pytest.approx(0.015)
+    assert SafetyConfig(state_timeout=0.01).resolved(0.02).state_timeout == 0.01
+    with pytest.raises(ValueError, match="state_timeout must be a finite number >= 0"):
+        SafetyConfig(state_timeout=-1)
+    with pytest.raises(ValueError, match="max_tilt"):
+        SafetyConfig(max_tilt=4.0)
+    with pytest.raises(ValueError, match=r"unknown safety parameter\(s\) \['max_tlt'\]"):
+        SafetyConfig.from_dict({"max_tlt": 0.5})
+    with pytest.raises(ValueError, match="command_format must be one of"):
+        NodeParams(command_format="torque")
+    with pytest.raises(ValueError, match=r"unknown node parameter\(s\) \['rate'\]"):
+        NodeParams.from_dict({"rate": 50})
+
+
+def test_params_yaml_in_ros2_format(tmp_path):
+    f = tmp_path / "p.yaml"
+    f.write_text("ctrl_rl_node:\n  ros__parameters:\n    rate_hz: 100.0\n    safety:\n      max_tilt: 0.5\n"
+                 "    command_joint_names: [b, a]\n")
+    p = NodeParams.from_yaml(f)
+    assert p.rate_hz == 100.0 and p.safety.max_tilt == 0.5 and p.command_joint_names == ["b", "a"]
+    flat = p.flat()
+    assert flat["safety.max_tilt"] == 0.5
+    assert NodeParams.from_dict(flat) == p
+
+
+def test_loop_timer_counts_overruns_without_bursting():
+    timer = LoopTimer(0.01)
+    timer.start()
+    t0 = time.perf_counter()
+    for i in range(10):
+        if i == 4:
+            time.sleep(0.035)  # this tick's work overran 3 slots
+        timer.wait()
+    elapsed = time.perf_counter() - t0
+    assert timer.misses == 1 and timer.ticks == 10
+    assert elapsed == pytest.approx(0.13, abs=0.015)  # 10 slots + 3 skipped, no catch-up burst
