@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import sys
 import threading
 import time
@@ -59,6 +60,9 @@ class NodeParams:
     ``[3, n]`` array of target, kp, kd rows (layout dims ``field``, ``joint``): true damping."""
     command_joint_names: list[str] = field(default_factory=list)
     """Joint order of the outgoing array (the controller's ``joints``); empty = the bundle's order."""
+    realtime_priority: int = 0
+    """SCHED_FIFO priority (1-99) of the control thread, as robot control loops run; 0 = normal
+    scheduling. Needs root or an rtprio limit (``ulimit -r``); refused with a warning otherwise."""
     status_topic: str = "ctrl_rl/status"
     """``std_msgs/String`` JSON: mode, fault, counters, latency percentiles (2 Hz and on change)."""
     safety: SafetyConfig = field(default_factory=SafetyConfig)
@@ -68,6 +72,9 @@ class NodeParams:
             self.safety = SafetyConfig.from_dict(self.safety)
         if self.command_format not in COMMAND_FORMATS:
             raise ValueError(f"command_format must be one of {COMMAND_FORMATS}, got '{self.command_format}'")
+        if not 0 <= self.realtime_priority <= 99:
+            raise ValueError("realtime_priority must be 0 (off) or a SCHED_FIFO priority 1-99, "
+                             f"got {self.realtime_priority}")
         if not (self.rate_hz >= 0 and math.isfinite(self.rate_hz)):
             raise ValueError(f"rate_hz must be >= 0 (0 = the bundle's rate), got {self.rate_hz}")
 
@@ -108,6 +115,18 @@ class NodeParams:
             else:
                 out[f.name] = v
         return out
+
+
+def set_realtime_priority(priority: int) -> bool:
+    """SCHED_FIFO for the calling thread (Linux applies it per thread); False, with a warning, if refused."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except (AttributeError, PermissionError, OSError) as e:
+        log.warning("realtime_priority %d refused (%s): running with normal scheduling; "
+                    "run as root or raise `ulimit -r`", priority, e)
+        return False
+    log.info("control thread runs SCHED_FIFO priority %d", priority)
+    return True
 
 
 class MalformedMessage(ValueError):
@@ -306,6 +325,8 @@ class DeployNode:
         # Transport callbacks run on other threads; with CPython's default 5 ms GIL switch interval
         # a waking control thread can wait that long for them. 0.1 ms keeps the period error small.
         sys.setswitchinterval(1e-4)
+        if self.params.realtime_priority:
+            set_realtime_priority(self.params.realtime_priority)
         self.timer.start()
         next_log = time.monotonic() + self.log_period
         while not self._stop.is_set() and time.perf_counter() < end:

@@ -50,16 +50,18 @@ class LatencyStats:
 class LoopTimer:
     """Absolute deadlines ``start + k * period``: no drift, and a late tick is counted, not hidden.
 
-    :meth:`wait` sleeps until ``spin`` seconds before the deadline, then spins (Linux sleep
-    overshoots by ~50-100 us). A tick whose work ran past its next deadline is a **deadline miss**;
+    :meth:`wait` sleeps until ``spin`` seconds before the deadline, then spins (a sleeping thread
+    wakes late by 50 us on an idle machine, by milliseconds on a busy one); by default
+    ``spin = min(1 ms, period / 10)``. A tick whose work ran past its next deadline is a **deadline miss**;
     the loop then skips the missed slots instead of bursting to catch up. The period error
     (actual - nominal time between successive wake-ups) is recorded for the jitter figures.
     """
 
-    def __init__(self, period: float, spin: float = 2e-4) -> None:
+    def __init__(self, period: float, spin: float | None = None) -> None:
         if period <= 0:
             raise ValueError(f"loop period must be > 0, got {period}")
-        self.period, self.spin = period, spin
+        self.period = period
+        self.spin = min(1e-3, period / 10) if spin is None else spin
         self.ticks = self.misses = 0
         self.errors = Ring(1 << 16)
         self._next = self._last = 0.0

@@ -96,6 +96,9 @@ class ObsTerm:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ObsTerm:
         """Inverse of :meth:`to_dict` (a bundle's term list back into terms)."""
+        if int(d.get("history", 1)) != 1:  # no task stacks frames yet; refuse rather than misread
+            raise ValueError(f"observation term {d['name']!r} has history {d['history']}: this ctrl_rl "
+                             "evaluates single-frame terms only (upgrade ctrl_rl on the robot)")
         scale = tuple(float(x) for x in d["scale"]) if isinstance(d["scale"], list) else float(d["scale"])
         return cls(d["name"], int(d["dim"]), scale, d["clip"])
 

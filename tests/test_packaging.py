@@ -27,6 +27,11 @@ cfg = load_train_config(["task=cartpole_balance"])
 assert cfg.task.name == "cartpole_balance" and cfg.env.num_envs == 256, cfg
 for mod in (ctrl_rl, ctrl_rl.sims, ctrl_rl.configs):
     assert mod.__file__.startswith(TARGET), mod.__file__
+import pathlib, ctrl_rl.deploy.transports
+from ctrl_rl.deploy.node import NodeParams
+deploy = pathlib.Path(ctrl_rl.deploy.transports.__file__).parent.parent
+assert (deploy / "launch" / "ctrl_rl_node.launch.py").is_file()
+NodeParams.from_yaml(pathlib.Path(ctrl_rl.configs.__file__).parent / "deploy" / "node.yaml")
 print("ok")
 """.replace("TARGET", repr(str(target)))
     env = {**os.environ, "PYTHONPATH": str(target)}

@@ -144,3 +144,13 @@ def test_loop_timer_counts_overruns_without_bursting():
     elapsed = time.perf_counter() - t0
     assert timer.misses == 1 and timer.ticks == 10
     assert elapsed == pytest.approx(0.13, abs=0.015)  # 10 slots + 3 skipped, no catch-up burst
+
+
+def test_shipped_params_file_and_launch_file_are_valid():
+    """configs/deploy/node.yaml loads with every default; the launch file at least compiles
+    (launch_ros has no PyPI wheels, so it is never launched here)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    assert NodeParams.from_yaml(root / "configs/deploy/node.yaml") == NodeParams()
+    compile((root / "deploy/launch/ctrl_rl_node.launch.py").read_text(), "launch.py", "exec")
