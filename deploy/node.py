@@ -11,6 +11,7 @@ Numpy + onnxruntime only.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import math
@@ -168,8 +169,10 @@ class DeployNode:
         """Seconds between latency log lines."""
         self._publish_cmd = transport.publisher(params.joint_command_topic, m.Float64MultiArray)
         self._publish_status = transport.publisher(params.status_topic, m.String)
-        transport.subscribe(params.joint_states_topic, m.JointState, self._on_joint_state)
-        transport.subscribe(params.imu_topic, m.Imu, self._on_imu)
+        # Robot state: best effort (a lost sample is skipped; reliable delivery would hold every later
+        # sample back until a lost one is repaired, and the watchdog would see stale state).
+        transport.subscribe(params.joint_states_topic, m.JointState, self._on_joint_state, sensor=True)
+        transport.subscribe(params.imu_topic, m.Imu, self._on_imu, sensor=True)
         transport.subscribe(params.cmd_vel_topic, m.Twist, self._on_cmd_vel)
         transport.subscribe(params.estop_topic, m.Bool, self._on_estop)
         transport.subscribe(params.start_topic, m.Bool, self._on_start)
@@ -325,6 +328,7 @@ class DeployNode:
         # Transport callbacks run on other threads; with CPython's default 5 ms GIL switch interval
         # a waking control thread can wait that long for them. 0.1 ms keeps the period error small.
         sys.setswitchinterval(1e-4)
+        gc.freeze()  # the bundle, session and buffers are never scanned again: short GC pauses
         if self.params.realtime_priority:
             set_realtime_priority(self.params.realtime_priority)
         self.timer.start()

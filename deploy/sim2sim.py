@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import gc
 import json
 import logging
 import math
@@ -101,7 +102,10 @@ class Sim2SimBridge:
         self._lock = threading.Lock()
         self._command: tuple[np.ndarray, np.ndarray | None, np.ndarray | None] | None = None
         self.stats = {"commands": 0, "rejected": 0, "published": 0, "physics_steps": 0}
-        self.trace: list[tuple[float, float, float, float]] = []  # t, base height, body vx, tilt
+        self.trace = np.zeros((max(1, round(10.0 * cfg.state_rate_hz)), 4))
+        """Ring of the last 10 s: time, base height, body forward speed, tilt (preallocated: a
+        growing list made the periodic summary and the GC stall the real-time loop)."""
+        self.trace_n = 0
         self._stop = threading.Event()
         self._pub_js = transport.publisher(cfg.joint_states_topic, m.JointState)
         self._pub_imu = transport.publisher(cfg.imu_topic, m.Imu)
@@ -184,7 +188,8 @@ class Sim2SimBridge:
             d = self.data.sensordata
             q = d[self.s_quat]
             tilt = math.acos(max(-1.0, min(1.0, 1.0 - 2.0 * (q[1] ** 2 + q[2] ** 2))))
-            self.trace.append((now, float(d[self.s_base][2]), float(d[self.s_vel_b][0]), tilt))
+            self.trace[self.trace_n % len(self.trace)] = (now, d[self.s_base][2], d[self.s_vel_b][0], tilt)
+            self.trace_n += 1
         while self.pending and self.pending[0][0] <= time.monotonic():
             _, js, imu = self.pending.popleft()
             self._pub_js(js)
@@ -196,6 +201,7 @@ class Sim2SimBridge:
         also written to ``summary_path`` every 0.5 s (atomically: a killed bridge leaves one)."""
         timer = LoopTimer(self.model.opt.timestep)
         sys.setswitchinterval(1e-4)  # transport threads must not hold the GIL for CPython's default 5 ms
+        gc.freeze()  # what exists now is never scanned again: shorter collections inside the loop
         end = math.inf if duration is None else time.perf_counter() + duration
         every = max(1, round(0.1 / self.model.opt.timestep))
         timer.start()
@@ -216,8 +222,8 @@ class Sim2SimBridge:
 
     def summary(self, last_s: float = 2.0) -> dict[str, Any]:
         """Counters and the last ``last_s`` seconds of base height / body forward speed / tilt."""
-        tr = np.array(self.trace) if self.trace else np.zeros((0, 4))
-        recent = tr[tr[:, 0] >= tr[-1, 0] - last_s] if len(tr) else tr
+        tr = self.trace[: min(self.trace_n, len(self.trace))]
+        recent = tr[tr[:, 0] >= tr[:, 0].max() - last_s] if len(tr) else tr
         mean = (lambda c: float(recent[:, c].mean()) if len(recent) else float("nan"))  # noqa: E731
         return {**self.stats, "sim_time": float(self.data.time), "base_height": mean(1),
                 "forward_velocity": mean(2), "max_tilt": float(tr[:, 3].max()) if len(tr) else float("nan")}

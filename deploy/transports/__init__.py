@@ -24,8 +24,10 @@ class Transport(Protocol):
         """A function that publishes one message of ``msg_type`` on ``topic``."""
         ...
 
-    def subscribe(self, topic: str, msg_type: type, callback: Callable[[Any], None]) -> None:
-        """Call ``callback(msg)`` for each message received on ``topic`` (reliable, keep-last 10)."""
+    def subscribe(self, topic: str, msg_type: type, callback: Callable[[Any], None], sensor: bool = False) -> None:
+        """Call ``callback(msg)`` for each message received on ``topic``: reliable, keep-last 10, or
+        with ``sensor=True`` ROS 2's sensor-data profile (best effort, keep-last 5), for high-rate
+        state streams where a late sample is worse than a lost one."""
         ...
 
     def close(self) -> None:

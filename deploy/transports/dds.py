@@ -262,6 +262,10 @@ WRITER_QOS = Qos(*_QOS_COMMON, Policy.DataRepresentation(use_cdrv0_representatio
 """ROS 2 default QoS; writers offer XCDR1 only (ROS 2 RMWs speak only that)."""
 READER_QOS = Qos(*_QOS_COMMON, Policy.DataRepresentation(use_cdrv0_representation=True, use_xcdrv2_representation=True))
 """Readers accept XCDR1 (ROS 2) and XCDR2 (other DDS apps); the sample's encapsulation header decides."""
+SENSOR_READER_QOS = Qos(Policy.Reliability.BestEffort, Policy.History.KeepLast(5), Policy.Durability.Volatile,
+                        Policy.DataRepresentation(use_cdrv0_representation=True, use_xcdrv2_representation=True))
+"""ROS 2's sensor-data profile (best effort, keep-last 5): a lost sample is skipped, never waited for;
+with a reliable reader one lost packet holds back every later sample until it is repaired."""
 
 _domains: dict[int, list] = {}  # domain id -> [Domain, users]
 _domains_lock = threading.Lock()
@@ -359,7 +363,7 @@ class DdsTransport:
 
         return publish
 
-    def subscribe(self, topic: str, msg_type: type, callback: Callable[[Any], None]) -> None:
+    def subscribe(self, topic: str, msg_type: type, callback: Callable[[Any], None], sensor: bool = False) -> None:
         idl_type, _, from_idl = _converter(msg_type)
 
         closing, holder = self._closing, []  # not ``self``: no transport <-> listener reference cycle
@@ -383,7 +387,8 @@ class DdsTransport:
         listener = Listener(on_data_available=on_data_available)
         with self._lock:
             self._check_open()
-            reader = DataReader(self._participant, self._topic(topic, idl_type), qos=READER_QOS, listener=listener)
+            qos = SENSOR_READER_QOS if sensor else READER_QOS
+            reader = DataReader(self._participant, self._topic(topic, idl_type), qos=qos, listener=listener)
             holder.append(reader)
             self._readers.append((reader, listener))
 

@@ -29,6 +29,7 @@ try:
     from rclpy.context import Context
     from rclpy.executors import ExternalShutdownException, ShutdownException, SingleThreadedExecutor
     from rclpy.node import Node
+    from rclpy.qos import qos_profile_sensor_data
     from sensor_msgs.msg import Imu as RosImu
     from sensor_msgs.msg import JointState as RosJointState
     from std_msgs.msg import Bool as RosBool
@@ -256,7 +257,7 @@ class RclpyTransport:
 
         return publish
 
-    def subscribe(self, topic: str, msg_type: type, callback: Callable[[Any], None]) -> None:
+    def subscribe(self, topic: str, msg_type: type, callback: Callable[[Any], None], sensor: bool = False) -> None:
         ros_type, _, from_ros = _converter(msg_type)
 
         def on_msg(r: Any) -> None:
@@ -265,7 +266,7 @@ class RclpyTransport:
             except Exception:  # an exception would end the executor thread: no more messages at all
                 log.exception("rclpy subscription callback for '%s' failed", topic)
 
-        self.node.create_subscription(ros_type, topic, on_msg, QOS_DEPTH)
+        self.node.create_subscription(ros_type, topic, on_msg, qos_profile_sensor_data if sensor else QOS_DEPTH)
 
     def resolve(self, topic: str) -> str:
         """The fully qualified name ``topic`` maps to (namespace, ``~``, remaps applied)."""
