@@ -59,7 +59,10 @@ def run_node(args: argparse.Namespace) -> dict[str, Any]:
     if hasattr(transport, "declare_parameters"):  # rclpy: `ros2 param get` and --params-file work
         from .node import NodeParams
 
-        params = NodeParams.from_dict(transport.declare_parameters(params.flat()))
+        values = transport.declare_parameters(params.flat())
+        if args.bundle:  # the command line wins over a params file's `bundle`
+            values["bundle"] = str(args.bundle)
+        params = NodeParams.from_dict(values)
     node = DeployNode(params, transport)
     try:
         status = node.run(args.duration)
