@@ -10,6 +10,7 @@ import sys
 EPILOG = """examples:
   ctrl-rl train task=pendulum
   ctrl-rl train task=cartpole_balance algo.learning_rate=3e-4 env.num_envs=4096
+  ctrl-rl train algo=sac task=pendulum                 # off-policy: SAC (replay, n-step, ensembles, C51)
   ctrl-rl train task=pendulum --checkpoint latest      # resume the newest pendulum run
   ctrl-rl eval latest --episodes 100
   ctrl-rl export latest
@@ -36,15 +37,20 @@ def _algos_text() -> str:
     return ", ".join(ALGO_SCHEMAS)
 
 
-def _train_help() -> str:
+def _train_help(overrides: list[str]) -> str:
     from ctrl_rl import config as c
+    from ctrl_rl.configure import _algo_of
     from ctrl_rl.utils.docs import describe
+
+    algo = _algo_of(overrides)
+    schema = c.ALGO_SCHEMAS.get(algo, c.PPOConfig)
 
     lines = ["usage: ctrl-rl train [--checkpoint latest|PATH] [key=value ...]", "",
              f"algorithms (algo=...): {_algos_text()}", "tasks (task=..., sim=...):", _tasks_text(), "",
-             "keys (defaults before a task's overrides; `ctrl-rl train task=X --cfg` prints the resolved config):",
+             f"keys of algo={schema().name} (`ctrl-rl train algo=<name> --help` for another learner; defaults before "
+             "a task's tuning; `ctrl-rl train task=X --cfg` prints the resolved config):",
              f"  seed={c.TrainConfig.seed}  device={c.TrainConfig.device}"]
-    for cls, prefix in ((c.PPOConfig, "algo"), (c.TaskConfig, "task"), (c.SimConfig, "sim"),
+    for cls, prefix in ((schema, "algo"), (c.TaskConfig, "task"), (c.SimConfig, "sim"),
                         (c.EnvConfig, "env"), (c.RunnerConfig, "runner")):
         lines += describe(cls, prefix)
     return "\n".join(lines)
@@ -142,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.print_help()
         raise SystemExit(0)
     if args.command == "train" and args.help:
-        print(_train_help())
+        print(_train_help(extra))
         raise SystemExit(0)
     unknown_flags = [e for e in extra if e.startswith("-")]
     if unknown_flags:

@@ -26,9 +26,9 @@ log = logging.getLogger(__name__)
 
 
 def _make_runner(cfg: TrainConfig):
-    from ctrl_rl.runners.on_policy import OnPolicyRunner
+    from ctrl_rl.runners.on_policy import make_runner
 
-    return OnPolicyRunner(build_env(cfg), cfg)
+    return make_runner(build_env(cfg), cfg)
 
 
 def require_device(device: str) -> None:
@@ -82,7 +82,7 @@ def train(overrides: list[str], checkpoint: str | None = None, print_cfg: bool =
 
 def _load_policy(spec: str, overrides: list[str]):
     """``(cfg, path, algorithm, checkpoint)`` for inference; overrides may change env keys."""
-    from ctrl_rl.algos.ppo import PPO
+    from ctrl_rl.algos import make_algorithm
 
     path = find_checkpoint(spec)
     cfg, state = load_checkpoint(path)
@@ -91,7 +91,9 @@ def _load_policy(spec: str, overrides: list[str]):
         cfg = apply_overrides(cfg, ["device=cpu"])
     cfg = apply_overrides(cfg, overrides)  # e.g. task.kwargs.* for a different evaluation setting
     require_device(cfg.device)
-    alg = PPO(cfg.algo, state["obs_dims"], state["action_dim"], 1, cfg.device)
+    bounds = state.get("action_bounds", (-1.0, 1.0))
+    alg = make_algorithm(cfg.algo, state["obs_dims"], state["action_dim"], 1, cfg.device, action_bounds=bounds,
+                         inference_only=True)
     alg.load_state_dict(state["algo"], restore_rng=False)
     return cfg, path, alg, state
 

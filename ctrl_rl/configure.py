@@ -48,7 +48,15 @@ def _valid_keys(group: str, algo: str = "ppo") -> list[str]:
     return [f.name for f in dataclasses.fields(schema)] if schema else []
 
 
-def _explain(exc: Exception) -> str:
+def _algo_of(overrides: list[str]) -> str:
+    """The algorithm an override list asks for (for error messages before the config exists)."""
+    for o in overrides:
+        if o.startswith("algo="):
+            return o.split("=", 1)[1]
+    return "ppo"
+
+
+def _explain(exc: Exception, algo: str = "ppo") -> str:
     """Map a hydra/OmegaConf error to one line naming the key and the fix."""
     full = str(exc)
     m = re.search(r"Could not find '(\w+)/([^']+)'", full)
@@ -63,7 +71,7 @@ def _explain(exc: Exception) -> str:
             return f"unknown config key '{key}'; top-level keys: algo, task, sim, env, runner, seed, device"
         if key.startswith("task.kwargs."):
             return f"'{key}' is a new key: add it with a leading '+', e.g. +{key}=<value>"
-        valid = _valid_keys(group)
+        valid = _valid_keys(group, algo)
         close = difflib.get_close_matches(name, valid, n=1)
         hint = f" (did you mean '{group}.{close[0]}'?)" if close else ""
         return f"unknown config key '{key}'{hint}; valid keys: {', '.join(valid)}"
@@ -92,13 +100,13 @@ def load_train_config(overrides: list[str]) -> TrainConfig:
         algo_name = raw.algo.get("name", "ppo")
         if algo_name not in ALGO_SCHEMAS:
             raise ConfigError(f"algo.name: unknown algorithm '{algo_name}'; choose one of: {', '.join(ALGO_SCHEMAS)}")
-        schema = OmegaConf.structured(TrainConfig)
+        schema = OmegaConf.structured(TrainConfig(algo=ALGO_SCHEMAS[algo_name]()))
         merged = OmegaConf.merge(schema, raw)
         cfg = OmegaConf.to_object(merged)
     except ConfigError:
         raise
     except Exception as exc:  # hydra / omegaconf: unknown key, bad type, missing file
-        raise ConfigError(_explain(exc)) from None
+        raise ConfigError(_explain(exc, _algo_of(overrides))) from None
     finally:
         GlobalHydra.instance().clear()
     assert isinstance(cfg, TrainConfig)
@@ -131,14 +139,15 @@ def apply_overrides(cfg: TrainConfig, overrides: list[str]) -> TrainConfig:
     except ConfigError:
         raise
     except Exception as exc:
-        raise ConfigError(_explain(exc)) from None
+        raise ConfigError(_explain(exc, cfg.algo.name)) from None
 
 
 def config_from_dict(d: dict[str, Any]) -> TrainConfig:
     """Rebuild a validated TrainConfig from ``dataclasses.asdict`` output (checkpoints)."""
     from omegaconf import OmegaConf
 
-    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainConfig), d))  # type: ignore[return-value]
+    schema = ALGO_SCHEMAS[d.get("algo", {}).get("name", "ppo")]()
+    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainConfig(algo=schema)), d))  # type: ignore
 
 
 def config_hash(cfg: TrainConfig) -> str:

@@ -1,0 +1,26 @@
+"""Learners by name: ``algo.name`` -> algorithm class and the runner that drives it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+ON_POLICY = ("ppo",)
+OFF_POLICY = ("sac",)
+
+
+def make_algorithm(algo_cfg: Any, obs_dims: dict[str, int], action_dim: int, num_envs: int, device: Any,
+                   seed: int = 0, action_bounds: tuple[float, float] | None = (-1.0, 1.0),
+                   inference_only: bool = False) -> Any:
+    """Build the learner ``algo_cfg.name`` names; ``inference_only`` skips training-only state
+    (SAC's replay buffer) for evaluation and export."""
+    name = algo_cfg.name
+    if name == "ppo":
+        from ctrl_rl.algos.ppo import PPO
+
+        return PPO(algo_cfg, obs_dims, action_dim, num_envs, device, seed=seed)
+    if name == "sac":
+        from ctrl_rl.algos.sac import SAC
+
+        return SAC(algo_cfg, obs_dims, action_dim, num_envs, device, seed=seed, action_bounds=action_bounds,
+                   inference_only=inference_only)
+    raise ValueError(f"unknown algorithm '{name}'; choose one of: {', '.join(ON_POLICY + OFF_POLICY)}")

@@ -25,6 +25,20 @@ def concat_groups(obs: Obs, groups: Sequence[str]) -> torch.Tensor:
     return torch.cat([obs[g] for g in groups], dim=-1)
 
 
+def resolve_groups(obs_dims: dict[str, int], actor_obs: Sequence[str],
+                   critic_obs: Sequence[str] | None) -> tuple[list[str], list[str]]:
+    """Actor and critic observation groups; ``critic_obs=None`` means the privileged ``critic``
+    group when the env has one, else the actor's groups. Unknown groups are refused by name."""
+    if critic_obs is None:
+        critic_obs = ["critic"] if "critic" in obs_dims else list(actor_obs)
+    for name, groups in (("actor_obs", actor_obs), ("critic_obs", critic_obs)):
+        missing = [g for g in groups if g not in obs_dims]
+        if missing:
+            raise ValueError(f"algo.{name} names observation group(s) {missing} the env does not provide; "
+                             f"available: {sorted(obs_dims)}")
+    return list(actor_obs), list(critic_obs)
+
+
 class GaussianActor(nn.Module):
     """Observation normalizer -> MLP -> mean, with a bounded standard deviation.
 
@@ -98,17 +112,7 @@ class ActorCritic(nn.Module):
 
     def __init__(self, obs_dims: dict[str, int], action_dim: int, cfg: PPOConfig):
         super().__init__()
-        critic_obs = cfg.critic_obs
-        if critic_obs is None:
-            critic_obs = ["critic"] if "critic" in obs_dims else list(cfg.actor_obs)
-        for name, groups in (("actor_obs", cfg.actor_obs), ("critic_obs", critic_obs)):
-            missing = [g for g in groups if g not in obs_dims]
-            if missing:
-                raise ValueError(
-                    f"algo.{name} names observation group(s) {missing} the env does not provide; "
-                    f"available: {sorted(obs_dims)}"
-                )
-        self.actor_obs, self.critic_obs = list(cfg.actor_obs), list(critic_obs)
+        self.actor_obs, self.critic_obs = resolve_groups(obs_dims, cfg.actor_obs, cfg.critic_obs)
         self.actor = GaussianActor(
             sum(obs_dims[g] for g in self.actor_obs), action_dim, cfg.actor_hidden, cfg.activation,
             cfg.init_std, cfg.std_type, cfg.min_std, cfg.max_std, cfg.normalize_obs,

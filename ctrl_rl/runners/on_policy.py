@@ -1,4 +1,10 @@
-"""The on-policy training loop: collect, compute returns, update, log, checkpoint, resume."""
+"""The training loop: collect, (compute returns,) update, log, checkpoint, resume.
+
+One loop for every learner (rsl_rl's runner / algorithm split): an iteration collects
+``num_steps_per_env`` steps from every env, lets the algorithm prepare (PPO computes GAE over
+the rollout), then calls ``update()``. ``OnPolicyRunner`` (PPO and friends) and
+``OffPolicyRunner`` (SAC) differ only in that hook.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,7 @@ from typing import Any
 import torch
 
 import ctrl_rl
-from ctrl_rl.algos.ppo import PPO
+from ctrl_rl.algos import make_algorithm
 from ctrl_rl.config import TrainConfig
 from ctrl_rl.env import VecEnv
 from ctrl_rl.utils.checkpoint import rng_state, save_atomic, set_rng_state
@@ -20,7 +26,7 @@ from ctrl_rl.utils.logger import EpisodeStats, TrainLogger
 log = logging.getLogger(__name__)
 
 
-class OnPolicyRunner:
+class Runner:
     """Owns the loop; the algorithm owns the learning (rsl_rl's split).
 
     ``iteration`` counts completed iterations; ``model_<it>.pt`` holds the state after
@@ -30,7 +36,8 @@ class OnPolicyRunner:
 
     def __init__(self, env: VecEnv, cfg: TrainConfig, log_dir: Path | None = None):
         self.env, self.cfg, self.log_dir = env, cfg, log_dir
-        self.alg = PPO(cfg.algo, env.obs_dims, env.action_dim, env.num_envs, env.device, seed=cfg.seed)
+        self.alg = make_algorithm(cfg.algo, env.obs_dims, env.action_dim, env.num_envs, env.device,
+                                  seed=cfg.seed, action_bounds=env.action_bounds)
         self.iteration = 0
         self.history: list[dict[str, float]] = []
         self.obs = None
@@ -55,7 +62,7 @@ class OnPolicyRunner:
                     self.alg.process_step(obs, rewards, terminated, truncated, info)
                     episodes.add(terminated, truncated, info)
                 self.obs = obs
-                self.alg.compute_returns()
+                self.after_collect()
                 t1 = time.perf_counter()
                 stats = self.alg.update()
                 t2 = time.perf_counter()
@@ -72,6 +79,9 @@ class OnPolicyRunner:
             logger.close()
         return self.history
 
+    def after_collect(self) -> None:
+        """Between collection and update (on-policy learners compute returns here)."""
+
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -86,6 +96,7 @@ class OnPolicyRunner:
             "config": dataclasses.asdict(self.cfg),
             "obs_dims": dict(self.env.obs_dims),
             "action_dim": self.env.action_dim,
+            "action_bounds": self.env.action_bounds,
         }
 
     def save(self, path: Path) -> Path:
@@ -105,3 +116,20 @@ class OnPolicyRunner:
         else:  # env state not restorable: continue from fresh episodes (not bit-exact)
             log.warning("env state not restored from %s: resuming from freshly reset envs", path)
             self.obs = self.env.reset(seed=self.cfg.seed + self.iteration)
+
+
+class OnPolicyRunner(Runner):
+    """PPO and the on-policy family: returns and advantages over the finished rollout."""
+
+    def after_collect(self) -> None:
+        self.alg.compute_returns()
+
+
+class OffPolicyRunner(Runner):
+    """SAC: transitions went to the replay buffer as they came; ``update`` samples from it."""
+
+
+def make_runner(env: VecEnv, cfg: TrainConfig, log_dir: Path | None = None) -> Runner:
+    from ctrl_rl.algos import OFF_POLICY
+
+    return (OffPolicyRunner if cfg.algo.name in OFF_POLICY else OnPolicyRunner)(env, cfg, log_dir)

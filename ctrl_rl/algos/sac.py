@@ -1,0 +1,232 @@
+"""SAC for massively parallel envs: the off-policy learner (act, process_step, update).
+
+Haarnoja et al. 2018 (v2: learned temperature) with the large-batch machinery of FastSAC /
+FastTD3: a critic ensemble (clipped double-Q or ensemble mean), an optional C51 critic, LayerNorm,
+n-step returns from per-env replay rings, several updates per collection step, per-env
+exploration levels, and an asymmetric critic. Truncated episodes bootstrap from the true last
+observation (``info["final_obs"]``), never from the next episode's first one.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+from ctrl_rl.algos.offpolicy_losses import (
+    categorical_mean,
+    categorical_projection,
+    categorical_support,
+    categorical_td_loss,
+    clipped_double_q,
+    lowest_mean_distribution,
+    polyak_update,
+    sac_actor_loss,
+    sac_critic_loss,
+    soft_q_target,
+    squashed_gaussian_sample,
+    temperature_loss,
+)
+from ctrl_rl.config import SACConfig
+from ctrl_rl.env import Obs
+from ctrl_rl.nets.sac import SACModel
+from ctrl_rl.storage.replay import ReplayBatch, ReplayBuffer
+from ctrl_rl.utils.guards import check_finite
+
+log = logging.getLogger(__name__)
+
+
+class SAC:
+    """Owns the actor, critics, temperature, their optimizers, the replay buffer and the update."""
+
+    def __init__(self, cfg: SACConfig, obs_dims: dict[str, int], action_dim: int, num_envs: int,
+                 device: torch.device | str, seed: int = 0, action_bounds: tuple[float, float] | None = (-1.0, 1.0),
+                 inference_only: bool = False):
+        self.cfg = cfg
+        self.device = torch.device(device)
+        self.num_envs, self.action_dim = num_envs, action_dim
+        self.model = SACModel(obs_dims, action_dim, cfg, action_bounds).to(self.device)
+        m = self.model
+        self.actor_optimizer = torch.optim.Adam(m.actor.parameters(), lr=cfg.actor_learning_rate)
+        self.critic_optimizer = torch.optim.Adam(m.critic.parameters(), lr=cfg.critic_learning_rate)
+        self.log_alpha = torch.tensor(math.log(cfg.init_alpha), device=self.device, requires_grad=True)
+        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_learning_rate)
+        self.target_entropy = -cfg.target_entropy_scale * action_dim
+        self.support = categorical_support(cfg.v_min, cfg.v_max, cfg.num_atoms, device=self.device)
+        # Per-env exploration: env i samples with its std scaled by levels[i] (PQL's mixed exploration).
+        self.exploration = torch.linspace(cfg.exploration_scale_min, cfg.exploration_scale_max, num_envs,
+                                          device=self.device)[:, None]
+        self.replay: ReplayBuffer | None = None
+        if not inference_only:
+            actor_dim = sum(obs_dims[g] for g in m.actor_obs)
+            critic_dim = sum(obs_dims[g] for g in m.critic_obs)
+            self.replay = ReplayBuffer(num_envs, cfg.buffer_size, actor_dim, critic_dim, action_dim, self.device,
+                                       n_step=cfg.n_step, gamma=cfg.gamma, share_critic_obs=m.actor_obs == m.critic_obs)
+            log.info("%s", self.replay.describe())
+        self.env_steps = 0
+        self.num_updates = 0
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(seed)
+        self._last: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+        self._update = torch.compile(self._update_step) if cfg.compile else self._update_step
+
+    @property
+    def alpha(self) -> torch.Tensor:
+        return self.log_alpha.detach().exp()
+
+    # ------------------------------------------------------------------ collection
+    @torch.no_grad()
+    def act(self, obs: Obs) -> torch.Tensor:
+        """Env actions for ``obs``: uniform random until ``learning_starts``, then the squashed
+        Gaussian with each env's exploration level."""
+        m = self.model
+        actor_in, critic_in = m.actor_input(obs), m.critic_input(obs)
+        m.update_normalizers(actor_in, critic_in)
+        if self.env_steps < self.cfg.learning_starts:
+            squashed = torch.rand(actor_in.shape[0], self.action_dim, generator=self.generator,
+                                  device=self.device) * 2 - 1
+        else:
+            mean, log_std = m.actor.distribution(actor_in)
+            noise = torch.randn(mean.shape, generator=self.generator, device=self.device) * self.exploration
+            squashed, _ = squashed_gaussian_sample(mean, log_std, noise)
+        self._last = (actor_in, critic_in, squashed)
+        return m.actor.to_env(squashed)
+
+    @torch.no_grad()
+    def process_step(self, next_obs: Obs, rewards: torch.Tensor, terminated: torch.Tensor,
+                     truncated: torch.Tensor, info: dict[str, Any]) -> None:
+        """Store the transition; where an episode ended, the next observation is ``final_obs``."""
+        assert self.replay is not None and self._last is not None, "act() first (and not inference_only)"
+        m = self.model
+        actor_in, critic_in, squashed = self._last
+        final = info.get("final_obs", next_obs)
+        self.replay.add(actor_in, critic_in, squashed, rewards, terminated, truncated,
+                        m.actor_input(final), m.critic_input(final))
+        self.env_steps += actor_in.shape[0]
+
+    # ------------------------------------------------------------------ update
+    def update(self) -> dict[str, float]:
+        """``num_updates`` gradient steps (none before ``learning_starts``); mean stats."""
+        cfg = self.cfg
+        assert self.replay is not None
+        if self.env_steps < cfg.learning_starts or self.replay.num_sampleable == 0:
+            return {"alpha": float(self.alpha), "buffer_size": float(len(self.replay))}
+        totals: dict[str, torch.Tensor] = {}
+        for _ in range(cfg.num_updates):
+            batch = self.replay.sample(cfg.batch_size, self.generator)
+            update_actor = self.num_updates % cfg.actor_update_every == 0
+            stats = self._update(batch, update_actor)
+            self.num_updates += 1
+            for k, v in stats.items():
+                totals[k] = totals.get(k, 0.0) + v
+        out = {k: float(v) / cfg.num_updates for k, v in totals.items()}
+        if "actor" in out:  # the actor runs every actor_update_every steps only
+            n_actor = sum(1 for i in range(self.num_updates - cfg.num_updates, self.num_updates)
+                          if i % cfg.actor_update_every == 0)
+            for k in ("actor", "alpha_loss", "entropy"):
+                out[k] = float(totals[k]) / max(1, n_actor)
+        out["alpha"] = float(self.alpha)
+        out["buffer_size"] = float(len(self.replay))
+        check_finite("loss/critic", torch.tensor(out["critic"]), "the SAC update",
+                     hint="lower algo.critic_learning_rate, keep algo.normalize_obs=true, enable "
+                          "algo.layer_norm, or check rewards for huge values")
+        return out
+
+    def _target(self, batch: ReplayBatch) -> torch.Tensor:
+        """TD target: soft Bellman backup of the target critics (a projected distribution for C51)."""
+        cfg, m = self.cfg, self.model
+        mean, log_std = m.actor.distribution(batch.next_actor_obs)
+        noise = torch.randn(mean.shape, generator=self.generator, device=self.device)
+        next_a, next_logp = squashed_gaussian_sample(mean, log_std, noise)
+        out = m.critic_target(m.critic_normalizer(batch.next_critic_obs), next_a)
+        alpha = self.alpha
+        if not cfg.distributional:
+            next_q = clipped_double_q(out.squeeze(-1), cfg.critic_aggregation)
+            return soft_q_target(batch.rewards, batch.discount, next_q, next_logp, alpha)
+        probs = out.softmax(-1)
+        probs = lowest_mean_distribution(probs, self.support) if cfg.critic_aggregation == "min" else probs.mean(0)
+        # r + d (z - alpha logp) = (r - d alpha logp) + d z: the entropy bonus shifts the target support
+        return categorical_projection(probs, batch.rewards - batch.discount * alpha * next_logp, batch.discount,
+                                      cfg.v_min, cfg.v_max)
+
+    def _q_values(self, out: torch.Tensor) -> torch.Tensor:
+        """``[E, B]`` expected values of the critics' outputs."""
+        return categorical_mean(out.softmax(-1), self.support) if self.cfg.distributional else out.squeeze(-1)
+
+    def _update_step(self, batch: ReplayBatch, update_actor: bool) -> dict[str, torch.Tensor]:
+        cfg, m = self.cfg, self.model
+        critic_in = m.critic_normalizer(batch.critic_obs)
+        with torch.no_grad():
+            target = self._target(batch)
+        out = m.critic(critic_in, batch.actions)
+        if cfg.distributional:
+            critic_loss = categorical_td_loss(out, target)
+        else:
+            critic_loss = sac_critic_loss(out.squeeze(-1), target)
+        self._step(self.critic_optimizer, critic_loss, m.critic)
+        stats = {"critic": critic_loss.detach(), "q_mean": self._q_values(out.detach()).mean()}
+        if update_actor:
+            mean, log_std = m.actor.distribution(batch.actor_obs)
+            noise = torch.randn(mean.shape, generator=self.generator, device=self.device)
+            actions, log_prob = squashed_gaussian_sample(mean, log_std, noise)
+            q = clipped_double_q(self._q_values(m.critic(critic_in, actions)), cfg.critic_aggregation)
+            actor_loss = sac_actor_loss(log_prob, q, self.alpha)
+            self._step(self.actor_optimizer, actor_loss, m.actor)
+            stats.update(actor=actor_loss.detach(), entropy=-log_prob.detach().mean())
+            if cfg.autotune_alpha:
+                alpha_loss = temperature_loss(self.log_alpha, log_prob.detach(), self.target_entropy)
+                self._step(self.alpha_optimizer, alpha_loss, None)
+                stats["alpha_loss"] = alpha_loss.detach()
+            else:
+                stats["alpha_loss"] = torch.zeros((), device=self.device)
+        polyak_update(m.critic_target, m.critic, cfg.tau)
+        return stats
+
+    def _step(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor, module: nn.Module | None) -> None:
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if module is not None and self.cfg.max_grad_norm > 0:
+            nn.utils.clip_grad_norm_(module.parameters(), self.cfg.max_grad_norm)
+        optimizer.step()
+
+    # ------------------------------------------------------------------ inference / io
+    def inference_policy(self) -> nn.Module:
+        """The deterministic policy (normalizer + actor, ``tanh(mean)`` in env units)."""
+        return self.model.actor
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(),
+            "actor_optimizer": self.actor_optimizer.state_dict(),
+            "critic_optimizer": self.critic_optimizer.state_dict(),
+            "alpha_optimizer": self.alpha_optimizer.state_dict(),
+            "log_alpha": self.log_alpha.detach().clone(),
+            "env_steps": self.env_steps,
+            "num_updates": self.num_updates,
+            "replay": self.replay.state_dict() if self.replay is not None else None,
+            "last": self._last,
+            "generator": self.generator.get_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any], restore_rng: bool = True) -> None:
+        """Restore a checkpoint; ``restore_rng=False`` for inference (eval/export on any device)."""
+        self.model.load_state_dict(state["model"])
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+        self.env_steps, self.num_updates = state["env_steps"], state["num_updates"]
+        if not restore_rng:
+            return
+        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
+        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
+        if self.replay is not None and state.get("replay") is not None:
+            self.replay.load_state_dict(state["replay"])
+        last = state.get("last")
+        self._last = None if last is None else tuple(t.to(self.device) for t in last)
+        try:
+            self.generator.set_state(state["generator"])
+        except RuntimeError:
+            log.warning("SAC RNG state comes from another device type: reseeded")
