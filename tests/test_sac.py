@@ -109,3 +109,14 @@ def test_resume_is_exact_and_export_matches_torch(tmp_path):
     assert bundle.is_file()
     result = evaluate(str(full), [], episodes=4)
     assert np.isfinite(result["mean_return"])
+
+
+@pytest.mark.parametrize("task", ["task=cartpole_swingup", "task=quadruped_velocity_flat env.num_envs=4",
+                                  "sim=gymnasium task=Pendulum-v1 env.num_envs=2"])
+def test_sac_trains_on_every_kind_of_task(tmp_path, task):
+    """Torch, MuJoCo (Gaussian-space actions: tanh in [-1, 1]) and gymnasium envs, a few updates each."""
+    run = train(["algo=sac", *task.split(), "runner.max_iterations=12", "algo.learning_starts=8",
+                 "algo.batch_size=16", "algo.buffer_size=2048", "algo.actor_hidden=[16]", "algo.critic_hidden=[16]",
+                 "runner.progress=false", f"runner.log_root={tmp_path}"] + ([] if "num_envs" in task else
+                                                                           ["env.num_envs=4"]))
+    assert (run / "model_12.pt").is_file()
