@@ -206,10 +206,19 @@ class SAC:
             "log_alpha": self.log_alpha.detach().clone(),
             "env_steps": self.env_steps,
             "num_updates": self.num_updates,
-            "replay": self.replay.state_dict() if self.replay is not None else None,
-            "last": self._last,
             "generator": self.generator.get_state(),
         }
+
+    def replay_state_dict(self) -> dict[str, Any]:
+        """The replay buffer (saved beside the checkpoint by the runner, see ``Runner.save``)."""
+        assert self.replay is not None
+        return {"buffer": self.replay.state_dict(), "last": self._last}
+
+    def load_replay_state_dict(self, state: dict[str, Any]) -> None:
+        assert self.replay is not None
+        self.replay.load_state_dict(state["buffer"])
+        last = state.get("last")
+        self._last = None if last is None else tuple(t.to(self.device) for t in last)
 
     def load_state_dict(self, state: dict[str, Any], restore_rng: bool = True) -> None:
         """Restore a checkpoint; ``restore_rng=False`` for inference (eval/export on any device)."""
@@ -222,10 +231,6 @@ class SAC:
         self.actor_optimizer.load_state_dict(state["actor_optimizer"])
         self.critic_optimizer.load_state_dict(state["critic_optimizer"])
         self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
-        if self.replay is not None and state.get("replay") is not None:
-            self.replay.load_state_dict(state["replay"])
-        last = state.get("last")
-        self._last = None if last is None else tuple(t.to(self.device) for t in last)
         try:
             self.generator.set_state(state["generator"])
         except RuntimeError:

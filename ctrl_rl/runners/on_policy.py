@@ -25,6 +25,9 @@ from ctrl_rl.utils.logger import EpisodeStats, TrainLogger
 
 log = logging.getLogger(__name__)
 
+REPLAY_FILE = "replay.pt"
+"""Off-policy replay contents of the newest checkpoint of a run (see ``Runner.save``)."""
+
 
 class Runner:
     """Owns the loop; the algorithm owns the learning (rsl_rl's split).
@@ -100,7 +103,22 @@ class Runner:
         }
 
     def save(self, path: Path) -> Path:
+        """``model_<it>.pt``; an off-policy learner's replay buffer goes to ``replay.pt`` beside it
+        (one file per run, replaced at each checkpoint: a 1M-transition buffer is hundreds of MB)."""
+        if hasattr(self.alg, "replay_state_dict"):
+            save_atomic({"iteration": self.iteration, "replay": self.alg.replay_state_dict()},
+                        Path(path).parent / REPLAY_FILE)
         return save_atomic(self.state_dict(), path)
+
+    def _load_replay(self, path: Path) -> None:
+        f = Path(path).parent / REPLAY_FILE
+        saved = torch.load(f, map_location="cpu", weights_only=False) if f.is_file() else None
+        if saved is not None and saved["iteration"] == self.iteration:
+            self.alg.load_replay_state_dict(saved["replay"])
+            return
+        found = "no replay.pt" if saved is None else f"replay.pt is from iteration {saved['iteration']}"
+        log.warning("replay buffer not restored (%s, checkpoint is iteration %d): learning continues from an "
+                    "empty buffer, so this resume is not exact", found, self.iteration)
 
     def load(self, path: Path, load_env_state: bool = True) -> None:
         """Restore everything a checkpoint holds; the loop then continues from its iteration."""
@@ -108,6 +126,8 @@ class Runner:
         state = torch.load(path, map_location="cpu", weights_only=False)
         self.alg.load_state_dict(state["algo"])
         self.iteration = state["iteration"]
+        if hasattr(self.alg, "load_replay_state_dict"):
+            self._load_replay(path)
         self.history = list(state.get("history", []))
         set_rng_state(state["rng"])
         if load_env_state and state.get("env_state") is not None and self.env.supports_state:
