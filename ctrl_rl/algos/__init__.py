@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 ON_POLICY = ("ppo",)
-OFF_POLICY = ("sac",)
+OFF_POLICY = ("sac", "pql")
 
 
 def make_algorithm(algo_cfg: Any, obs_dims: dict[str, int], action_dim: int, num_envs: int, device: Any,
@@ -22,5 +22,10 @@ def make_algorithm(algo_cfg: Any, obs_dims: dict[str, int], action_dim: int, num
         from ctrl_rl.algos.sac import SAC
 
         return SAC(algo_cfg, obs_dims, action_dim, num_envs, device, seed=seed, action_bounds=action_bounds,
+                   inference_only=inference_only)
+    if name == "pql":
+        from ctrl_rl.algos.pql import PQL
+
+        return PQL(algo_cfg, obs_dims, action_dim, num_envs, device, seed=seed, action_bounds=action_bounds,
                    inference_only=inference_only)
     raise ValueError(f"unknown algorithm '{name}'; choose one of: {', '.join(ON_POLICY + OFF_POLICY)}")

@@ -425,11 +425,20 @@ class PQL:
             "critic_optimizer": self.critic_optimizer.state_dict(),
             "env_steps": self.env_steps,
             "counts": dict(self.counts),
-            "replay": self.replay.state_dict() if self.replay is not None else None,
-            "states": self.states.state_dict() if self.states is not None else None,
-            "last": self._last,
             "generators": {role: g.get_state() for role, g in self.generators.items()},
         }
+
+    def replay_state_dict(self) -> dict[str, Any]:
+        """The replay and state buffers (saved beside the checkpoint by the runner, see ``Runner.save``)."""
+        assert self.replay is not None and self.states is not None
+        return {"buffer": self.replay.state_dict(), "states": self.states.state_dict(), "last": self._last}
+
+    def load_replay_state_dict(self, state: dict[str, Any]) -> None:
+        assert self.replay is not None and self.states is not None
+        self.replay.load_state_dict(state["buffer"])
+        self.states.load_state_dict(state["states"])
+        last = state.get("last")
+        self._last = None if last is None else tuple(t.to(self.device) for t in last)
 
     def load_state_dict(self, state: dict[str, Any], restore_rng: bool = True) -> None:
         """Restore a checkpoint; ``restore_rng=False`` for inference (eval/export on any device)."""
@@ -441,12 +450,6 @@ class PQL:
             return
         self.actor_optimizer.load_state_dict(state["actor_optimizer"])
         self.critic_optimizer.load_state_dict(state["critic_optimizer"])
-        if self.replay is not None and state.get("replay") is not None:
-            self.replay.load_state_dict(state["replay"])
-        if self.states is not None and state.get("states") is not None:
-            self.states.load_state_dict(state["states"])
-        last = state.get("last")
-        self._last = None if last is None else tuple(t.to(self.device) for t in last)
         try:
             for role, g in self.generators.items():
                 g.set_state(state["generators"][role])

@@ -150,6 +150,11 @@ class OffPolicyRunner(Runner):
 
 
 def make_runner(env: VecEnv, cfg: TrainConfig, log_dir: Path | None = None) -> Runner:
+    """The runner of ``cfg.algo.name``: PQL has its own (three concurrent roles)."""
     from ctrl_rl.algos import OFF_POLICY
 
+    if cfg.algo.name == "pql":
+        from ctrl_rl.runners.pql import PQLRunner
+
+        return PQLRunner(env, cfg, log_dir)
     return (OffPolicyRunner if cfg.algo.name in OFF_POLICY else OnPolicyRunner)(env, cfg, log_dir)

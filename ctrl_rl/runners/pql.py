@@ -7,7 +7,9 @@ re-raises. ``algo.concurrent=false``: one thread interleaves the same units in t
 controller would allow, deterministic given the seed (exact resume).
 
 An iteration is ``num_steps_per_env`` actor steps; the actor thread logs it and, at save
-points, parks the learners while it writes ``model_<it>.pt``.
+points, parks the learners while it writes ``model_<it>.pt``. Besides the usual tags it logs the
+measured ratios as ``Perf/beta_actor_critic`` and ``Perf/beta_policy_critic``; ``Perf/learning_time``
+is the actor's time waiting for the learners (concurrent) or the learners' compute (sequential).
 """
 
 from __future__ import annotations
@@ -255,10 +257,10 @@ class PQLRunner(Runner):
         bodies = {"actor": actor,
                   "critic": lambda: self._run_learner("critic"), "policy": lambda: self._run_learner("policy")}
         threads = [threading.Thread(target=run, args=(r, bodies[r]), name=f"pql-{r}", daemon=True) for r in ROLES]
-        for t in threads:
-            t.start()
         interrupted: BaseException | None = None
         try:
+            for t in threads:
+                t.start()
             while any(t.is_alive() for t in threads) and not ctrl.stopped:
                 threads[0].join(timeout=0.05)
         except KeyboardInterrupt as exc:  # only the main thread receives it
