@@ -29,7 +29,6 @@ def main() -> None:
     ap.add_argument("--policy-seconds", type=float, default=2.0)
     args = ap.parse_args()
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    os.environ.setdefault("ROS_LOCALHOST_ONLY", "1")
     from ctrl_rl.deploy.node import DeployNode, NodeParams
     from ctrl_rl.deploy.transports import make_transport
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import array
 import logging
 import math
+import os
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -21,6 +22,19 @@ from typing import Any
 import numpy as np
 
 from ..messages import MESSAGE_TYPES, Bool, Float64MultiArray, Imu, JointState, String, Twist, type_name
+
+FASTDDS_TRANSPORTS = "UDPv4"
+"""Fast DDS transports unless ``FASTDDS_BUILTIN_TRANSPORTS`` is set: UDP only, no shared memory.
+
+Why: when a peer process dies holding a lock in Fast DDS's shared-memory port (a robot driver or
+the sim2sim bridge killed with SIGKILL), this process segfaults later, inside ``destroy_node``
+(SharedMemChannelResource::release, Fast DDS 3.2.3; reproduced 1 in 4-6 kill runs on 2 loaded
+cores). A deploy node must outlive its driver. Loopback UDP costs ~0.1 ms. Note that
+``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` makes rmw_fastrtps (Kilted) configure shared memory
+itself, over this variable and XML profiles alike: the transport warns when it sees that range.
+"""
+if os.environ.get("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp").startswith("rmw_fastrtps"):
+    os.environ.setdefault("FASTDDS_BUILTIN_TRANSPORTS", FASTDDS_TRANSPORTS)  # read once, when rclpy loads Fast DDS
 
 try:
     from builtin_interfaces.msg import Time
@@ -46,6 +60,7 @@ log = logging.getLogger(__name__)
 
 QOS_DEPTH = 10
 """Reliable, keep-last 10, volatile: rclpy's default profile (what `ros2 topic pub` uses)."""
+
 
 
 # -- neutral <-> ROS conversions ------------------------------------------------------------------
@@ -220,6 +235,10 @@ class RclpyTransport:
     ) -> None:
         if executor not in ("single", "events"):
             raise ValueError(f"executor must be 'single' or 'events', got '{executor}'")
+        if os.environ.get("ROS_AUTOMATIC_DISCOVERY_RANGE", "").upper() == "LOCALHOST" and os.environ.get(
+                "RMW_IMPLEMENTATION", "rmw_fastrtps_cpp").startswith("rmw_fastrtps"):
+            log.warning("ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST: rmw_fastrtps uses shared memory, where a peer "
+                        "killed with SIGKILL can crash this process at shutdown; the SUBNET range uses UDP")
         self.context = Context()
         self.context.init(args, domain_id=domain_id)  # no signal handlers: the app owns SIGINT
         try:
