@@ -87,9 +87,14 @@ class PPOConfig:
     """Observation groups concatenated into the actor's input."""
     critic_obs: Optional[List[str]] = None
     """Groups for the critic; ``None``: ``["critic"]`` if the env has that group, else the actor's."""
+    sampling_error_steps: int = 0
+    """Log ``sampling_error`` (KL of a maximum-likelihood fit of the training batch from the policy,
+    see ``ctrl_rl/algos/diagnostics.py``) fitted with this many Adam steps per update; 0: off."""
 
     def __post_init__(self) -> None:
         p = "algo"
+        _check(self.sampling_error_steps >= 0, f"{p}.sampling_error_steps",
+               f"must be >= 0 (0 turns it off), got {self.sampling_error_steps}")
         _positive(self, p, "num_steps_per_env", "num_learning_epochs", "num_minibatches", "learning_rate",
                   "desired_kl", "init_std", "min_std", "max_std", "max_grad_norm")
         _check(self.schedule in ("adaptive", "fixed"), f"{p}.schedule",
@@ -396,3 +401,5 @@ class TrainConfig:
 
 ALGO_SCHEMAS: dict[str, type] = {"ppo": PPOConfig, "sac": SACConfig, "pql": PQLConfig}
 """Algorithm name -> config schema; later learners register here."""
+
+import ctrl_rl.config_onpolicy  # noqa: E402,F401  registers PROPS and FPO (they extend PPOConfig above)

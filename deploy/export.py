@@ -21,15 +21,19 @@ PARITY_TOL = 1e-5
 
 
 class ExportedPolicy(nn.Module):
-    """``obs[batch, obs_dim] -> actions[batch, action_dim]``: the mean action, clipped."""
+    """``obs[batch, obs_dim] -> actions[batch, action_dim]``: the mean action, clipped.
+
+    An actor with a ``noise_dim`` attribute (a flow policy) takes ``noise[batch, noise_dim]``
+    as a second input: its initial noise, zeros for the deterministic action.
+    """
 
     def __init__(self, actor: nn.Module, action_bounds: tuple[float, float] | None):
         super().__init__()
         self.actor = actor
         self.bounds = action_bounds
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        actions = self.actor(obs)
+    def forward(self, obs: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
+        actions = self.actor(obs) if noise is None else self.actor(obs, noise)
         if self.bounds is not None:
             actions = actions.clamp(self.bounds[0], self.bounds[1])
         return actions
@@ -39,18 +43,24 @@ class ParityError(RuntimeError):
     """The ONNX graph does not reproduce the torch policy; no bundle was written."""
 
 
-def _onnx_actions(model_bytes: bytes, obs: np.ndarray) -> np.ndarray:
+def _onnx_actions(model_bytes: bytes, obs: np.ndarray, noise: np.ndarray | None = None) -> np.ndarray:
     import onnxruntime as ort
 
     sess = ort.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
-    return sess.run(None, {"obs": obs.astype(np.float32)})[0]
+    feeds = {"obs": obs.astype(np.float32)}
+    if noise is not None:
+        feeds["noise"] = noise.astype(np.float32)
+    return sess.run(None, feeds)[0]
 
 
-def check_parity(policy: nn.Module, model_bytes: bytes, observations: np.ndarray, tol: float = PARITY_TOL) -> float:
-    """Max abs diff between torch and onnxruntime on ``observations``; raises past ``tol``."""
+def check_parity(policy: nn.Module, model_bytes: bytes, observations: np.ndarray, tol: float = PARITY_TOL,
+                 noise: np.ndarray | None = None) -> float:
+    """Max abs diff between torch and onnxruntime on ``observations`` (and ``noise``, for a
+    policy with a noise input); raises past ``tol``."""
+    extra = () if noise is None else (torch.as_tensor(noise, dtype=torch.float32),)
     with torch.no_grad():
-        expected = policy(torch.as_tensor(observations, dtype=torch.float32)).numpy()
-    got = _onnx_actions(model_bytes, observations)
+        expected = policy(torch.as_tensor(observations, dtype=torch.float32), *extra).numpy()
+    got = _onnx_actions(model_bytes, observations, noise)
     diff = float(np.abs(expected - got).max())
     if not np.isfinite(diff) or diff > tol:
         raise ParityError(f"ONNX output differs from torch by {diff:.3g} (> {tol:g}); refusing to write the bundle")
@@ -70,16 +80,19 @@ def export_onnx(
     """Export ``actor`` (raw obs -> mean action) to a single-file ONNX model at ``output``.
 
     The file appears only after onnxruntime matched torch on recorded and random
-    observations (batch sizes 1 and many: the batch dimension is dynamic).
+    observations (batch sizes 1 and many: the batch dimension is dynamic); a policy with a
+    noise input (``actor.noise_dim``) is checked with zero and random noise.
     """
     import onnx
 
     policy = ExportedPolicy(actor, action_bounds).cpu().eval()
-    example = torch.zeros(2, obs_dim)
+    noise_dim = int(getattr(actor, "noise_dim", 0))
+    examples = (torch.zeros(2, obs_dim),) + ((torch.zeros(2, noise_dim),) if noise_dim else ())
+    names = ["obs", "noise"][: len(examples)]
     batch = torch.export.Dim("batch", min=1, max=1 << 20)
     program = torch.onnx.export(
-        policy, (example,), input_names=["obs"], output_names=["actions"], opset_version=opset,
-        dynamic_shapes=({0: batch},), dynamo=True, external_data=False, verbose=False,
+        policy, examples, input_names=names, output_names=["actions"], opset_version=opset,
+        dynamic_shapes=tuple({0: batch} for _ in examples), dynamo=True, external_data=False, verbose=False,
     )
     model = program.model_proto
     for key, value in metadata.items():
@@ -93,7 +106,9 @@ def export_onnx(
     probes = [rng.normal(size=(1, obs_dim)) * scale, rng.normal(size=(257, obs_dim)) * scale]
     if recorded_obs is not None and len(recorded_obs):
         probes.append(np.asarray(recorded_obs, dtype=np.float32).reshape(-1, obs_dim))
-    diffs = [check_parity(policy, model_bytes, p.astype(np.float32)) for p in probes]
+    diffs = [check_parity(policy, model_bytes, p.astype(np.float32)) for p in probes] if not noise_dim else [
+        check_parity(policy, model_bytes, p.astype(np.float32), noise=noise)
+        for p in probes for noise in (np.zeros((len(p), noise_dim)), rng.normal(size=(len(p), noise_dim)))]
 
     onnx.checker.check_model(model)
     output.parent.mkdir(parents=True, exist_ok=True)

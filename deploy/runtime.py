@@ -25,14 +25,21 @@ class OnnxPolicy:
                 self.metadata[k] = json.loads(v)
             except json.JSONDecodeError:
                 self.metadata[k] = v
-        self.obs_dim = int(self.session.get_inputs()[0].shape[1])
+        inputs = {i.name: i for i in self.session.get_inputs()}
+        self.obs_dim = int(inputs["obs"].shape[1])
+        # flow policies (FPO) take their initial noise as an input: zeros = the deterministic action
+        self.noise_dim = int(inputs["noise"].shape[1]) if "noise" in inputs else 0
 
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
+    def __call__(self, obs: np.ndarray, noise: np.ndarray | None = None) -> np.ndarray:
         obs = np.asarray(obs, dtype=np.float32)
         single = obs.ndim == 1
         if single:
             obs = obs[None]
         if obs.shape[-1] != self.obs_dim:
             raise ValueError(f"observation has {obs.shape[-1]} values; the policy expects {self.obs_dim}")
-        actions = self.session.run(None, {"obs": obs})[0]
+        feeds = {"obs": obs}
+        if self.noise_dim:
+            feeds["noise"] = (np.zeros((len(obs), self.noise_dim), np.float32) if noise is None
+                              else np.asarray(noise, dtype=np.float32).reshape(len(obs), self.noise_dim))
+        actions = self.session.run(None, feeds)[0]
         return actions[0] if single else actions

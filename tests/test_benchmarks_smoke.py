@@ -1,4 +1,4 @@
-"""Smoke test of ``benchmarks/ppo_throughput.py``: tiny sizes, all three frameworks run."""
+"""Smoke tests of the benchmarks: tiny sizes, every framework and row runs, the RESULT line parses."""
 
 from __future__ import annotations
 
@@ -51,3 +51,38 @@ def test_sim_throughput_runs_tiny() -> None:
     for row in ("| python loop", "| ours: CpuPhysics.step |", "| ours: mujoco VecEnv.step |",
                 "| gymnasium SyncVectorEnv |", "| gymnasium AsyncVectorEnv"):
         assert row in proc.stdout, f"row {row!r} missing:\n{proc.stdout}"
+
+
+SAC_SCRIPT = SCRIPT.parent / "sac_vs_sb3.py"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("stable_baselines3") is None,
+                    reason="needs the bench extra (pip install -e '.[bench]')")
+def test_sac_vs_sb3_runs_tiny() -> None:
+    """``benchmarks/sac_vs_sb3.py --smoke``: both frameworks train on both tasks, RESULT parses."""
+    proc = subprocess.run([sys.executable, str(SAC_SCRIPT), "--smoke", "--timeout", "240"],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "failed" not in proc.stdout, proc.stdout
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("RESULT task=Pendulum-v1 "), proc.stdout
+    values = dict(kv.split("=", 1) for kv in last.split()[1:])
+    for key in ("ours_return", "sb3_return", "wallclock_ratio", "InvertedDoublePendulum_ours_return",
+                "InvertedDoublePendulum_sb3_return"):
+        assert values[key] != "nan", f"{key}=nan:\n{proc.stdout}"
+    assert float(values["ours_return"]) < 0 < float(values["InvertedDoublePendulum_ours_return"])
+    for row in ("| sb3 | 1 |", "| ours | 1 |", "| ours x64 | 1 |"):
+        assert row in proc.stdout, f"row {row!r} missing:\n{proc.stdout}"
+
+
+def test_props_vs_ppo_runs_tiny() -> None:
+    """``benchmarks/props_vs_ppo.py`` at 4 iterations: both learners run, the RESULT line parses."""
+    cmd = [sys.executable, str(SCRIPT.parent / "props_vs_ppo.py"), "--seeds", "1", "--max-iterations", "4",
+           "--eval-every", "2", "--eval-episodes", "4", "--threads", "1", "--override", "env.num_envs=32"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("RESULT task=pendulum seeds=1 "), proc.stdout
+    values = dict(kv.split("=", 1) for kv in last.split()[1:])
+    assert float(values["ppo_final"]) < 0 and float(values["props_final"]) < 0
+    assert "| props | 1 |" in proc.stdout and "| ppo | 1 |" in proc.stdout

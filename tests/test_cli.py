@@ -15,11 +15,11 @@ def ctrl_rl(*args: str, cwd=None) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(
     "override,expected",
     [
-        ("task=nope", "unknown task 'nope' for sim 'torch'; choose one of: cartpole_balance"),
+        ("task=nope", "unknown task 'nope' for sim 'torch'; choose one of: bimodal_bandit, cartpole_balance"),
         ("env.num_envs=-4", "env.num_envs: must be a positive integer, got -4"),
         ("env.num_envs=abc", "env.num_envs: expected integer, got 'abc'"),
         ("algo.learnin_rate=1e-3", "unknown config key 'algo.learnin_rate'"),
-        ("algo=sacc", "unknown algo 'sacc'; choose one of: ppo"),
+        ("algo=sacc", "unknown algo 'sacc'; choose one of: fpo, ppo, pql, props, sac"),
         ("algo.schedule=cosine", "algo.schedule: must be one of: adaptive, fixed"),
         ("sim=bullet", "unknown sim 'bullet'; choose one of: gymnasium, isaaclab, mjlab, mjwarp, mujoco, torch"),
         ("algo.critic_obs=[privileged]", "names observation group(s) ['privileged']"),

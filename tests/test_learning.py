@@ -62,3 +62,10 @@ def test_ppo_quadruped_return_rises_on_mujoco_cpu(tmp_path):
     length_last = float(rows[-1]["mean_episode_length"])
     assert sum(last) / len(last) > 3.0 * max(first) + 0.2, (first, last)
     assert length_last > 2.0 * length_first, (length_first, length_last)
+
+
+@pytest.mark.slow
+def test_props_pendulum_swingup_reaches_minus_200_within_5M_steps(tmp_path):
+    """PPO's budget and settings (tune/props_pendulum.yaml extends tune/ppo_pendulum.yaml)."""
+    result = train_and_evaluate("pendulum", tmp_path, 5_000_000, algo="props")
+    assert result["mean_return"] >= -200.0, result

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-ON_POLICY = ("ppo",)
+ON_POLICY = ("ppo", "props", "fpo")
 OFF_POLICY = ("sac", "pql")
 
 
@@ -18,6 +18,14 @@ def make_algorithm(algo_cfg: Any, obs_dims: dict[str, int], action_dim: int, num
         from ctrl_rl.algos.ppo import PPO
 
         return PPO(algo_cfg, obs_dims, action_dim, num_envs, device, seed=seed)
+    if name == "props":
+        from ctrl_rl.algos.props import PROPS
+
+        return PROPS(algo_cfg, obs_dims, action_dim, num_envs, device, seed=seed)
+    if name == "fpo":
+        from ctrl_rl.algos.fpo import FPO
+
+        return FPO(algo_cfg, obs_dims, action_dim, num_envs, device, seed=seed)
     if name == "sac":
         from ctrl_rl.algos.sac import SAC
 

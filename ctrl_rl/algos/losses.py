@@ -95,3 +95,35 @@ def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> torch.T
     """``1 - Var[target - predicted] / Var[target]``: 1 is perfect, 0 is a constant guess."""
     var_target = target.var()
     return 1.0 - (target - predicted).var() / var_target.clamp_min(1e-12)
+
+
+def props_behavior_loss(
+    behavior_log_prob: torch.Tensor, target_log_prob: torch.Tensor, kl: torch.Tensor, clip: float, kl_coef: float
+) -> torch.Tensor:
+    """PROPS's behavior-policy objective (Corrado & Hanna 2024), minimized over φ.
+
+        L = E[max(r, clip(r, 1-ε_P, 1+ε_P))] + λ KL(π_φ || π_θ),   r = π_φ(a|s) / π_θ(a|s)
+
+    Lowering r on the actions already in the buffer makes the behavior policy favour the
+    actions the buffer is short of. Once r < 1-ε_P the max is the constant 1-ε_P: no gradient,
+    so no action is pushed arbitrarily far down (PPO's clip, mirrored). ``kl`` is the per-state
+    KL(π_φ || π_θ) (closed form); the λ term keeps π_φ near the policy it must stand in for.
+    """
+    ratio = (behavior_log_prob - target_log_prob).exp()
+    return torch.max(ratio, ratio.clamp(1.0 - clip, 1.0 + clip)).mean() + kl_coef * kl.mean()
+
+
+def fpo_log_ratio(cfm_old: torch.Tensor, cfm_new: torch.Tensor, mode: str = "mean", clip: float = 3.0) -> torch.Tensor:
+    """FPO's log likelihood-ratio surrogate from ``[B, n]`` CFM losses of the same (ε, t) pairs.
+
+    A CFM loss is (up to constants) a negative ELBO of log π(a|s), so a lower loss under the
+    new policy stands for a likelier action (McAllister et al. 2025, eq. 10):
+
+        mean:        log ρ   = mean_i ℓ_old,i − mean_i ℓ_θ,i          -> ``[B]``
+        per_sample:  log ρ_i = clip(ℓ_old,i − ℓ_θ,i, −clip, clip)     -> ``[B, n]``
+    """
+    if mode == "mean":
+        return cfm_old.mean(-1) - cfm_new.mean(-1)
+    if mode == "per_sample":
+        return (cfm_old - cfm_new).clamp(-clip, clip)
+    raise ValueError(f"unknown FPO ratio mode '{mode}'; choose one of: mean, per_sample")

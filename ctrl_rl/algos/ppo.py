@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ctrl_rl.algos.diagnostics import sampling_error
 from ctrl_rl.algos.losses import (
     adaptive_kl_learning_rate,
     compute_gae,
@@ -26,7 +27,7 @@ from ctrl_rl.env import Obs
 from ctrl_rl.nets.actor_critic import ActorCritic
 from ctrl_rl.nets.distributions import gaussian_entropy, gaussian_kl, gaussian_log_prob
 from ctrl_rl.nets.normalizer import EmpiricalNormalizer
-from ctrl_rl.storage.rollout import RolloutStorage
+from ctrl_rl.storage.rollout import Minibatch, RolloutStorage, minibatches
 from ctrl_rl.utils.guards import check_finite
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,7 @@ class PPO:
                  device: torch.device | str, seed: int = 0):
         self.cfg = cfg
         self.device = torch.device(device)
-        self.model = ActorCritic(obs_dims, action_dim, cfg).to(self.device)
+        self.model = self.make_model(obs_dims, action_dim).to(self.device)
         self.learning_rate = cfg.learning_rate
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.learning_rate)
         self.value_normalizer = (
@@ -47,18 +48,36 @@ class PPO:
         )
         actor_dim = sum(obs_dims[g] for g in self.model.actor_obs)
         critic_dim = sum(obs_dims[g] for g in self.model.critic_obs)
-        self.storage = RolloutStorage(cfg.num_steps_per_env, num_envs, actor_dim, critic_dim, action_dim, self.device)
+        self.storage = RolloutStorage(cfg.num_steps_per_env, num_envs, actor_dim, critic_dim, action_dim, self.device,
+                                      extra_shapes=self.extra_storage_shapes(action_dim))
         # Own RNG for action noise and minibatch order: reproducible, and saved in checkpoints.
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
 
+    def make_model(self, obs_dims: dict[str, int], action_dim: int) -> ActorCritic:
+        """The actor-critic (FPO swaps in a flow actor)."""
+        return ActorCritic(obs_dims, action_dim, self.cfg)
+
+    def extra_storage_shapes(self, action_dim: int) -> dict[str, tuple[int, ...]]:
+        """Per-step tensors the learner stores beyond PPO's (``RolloutStorage.extra_shapes``)."""
+        return {}
+
     # ------------------------------------------------------------------ rollout
+    @property
+    def behavior_actor(self) -> nn.Module:
+        """The policy that collects: the one being trained (PROPS collects with another)."""
+        return self.model.actor
+
+    def rollouts(self) -> list[RolloutStorage]:
+        """The rollouts the next update trains on: the one just collected (PROPS keeps several)."""
+        return [self.storage]
+
     @torch.no_grad()
     def act(self, obs: Obs) -> torch.Tensor:
         """Sample actions for ``obs`` and record the step's inputs in storage."""
         actor_in, critic_in = self.model.actor_input(obs), self.model.critic_input(obs)
         self.model.update_normalizers(actor_in, critic_in)
-        mean, std = self.model.actor.distribution(actor_in)
+        mean, std = self.behavior_actor.distribution(actor_in)
         noise = torch.randn(mean.shape, generator=self.generator, device=self.device)
         actions = mean + std * noise
         self.storage.add(actor_in, critic_in, actions, gaussian_log_prob(actions, mean, std), mean, std)
@@ -78,13 +97,17 @@ class PPO:
 
     @torch.no_grad()
     def compute_returns(self) -> None:
+        """GAE advantages and returns of every rollout the update will use, under the current critic."""
+        for storage in self.rollouts():
+            self._compute_returns(storage)
+
+    def _compute_returns(self, s: RolloutStorage) -> None:
         """Evaluate the critic on the whole rollout and compute GAE advantages and returns.
 
         ``next_values[t] = V(s_{t+1})``, except where an episode ended at ``t``: there it is
         ``V(final_obs_t)``, the true last state (used only by truncations; terminations
         zero it inside :func:`compute_gae`).
         """
-        s = self.storage
         check_finite("rewards", s.rewards, "the env's reward")
         check_finite("observations", s.critic_obs, "the env's observations")
         T, N = s.num_steps, s.num_envs
@@ -99,35 +122,55 @@ class PPO:
         s.returns.copy_(ret)
 
     # ------------------------------------------------------------------ update
+    def training_batch(self) -> dict[str, torch.Tensor]:
+        """Every sample of :meth:`rollouts` flattened, keyed like ``Minibatch``'s fields."""
+        flats = [s.flat() for s in self.rollouts()]
+        return flats[0] if len(flats) == 1 else {k: torch.cat([f[k] for f in flats]) for k in flats[0]}
+
     def update(self) -> dict[str, float]:
-        """PPO epochs over the stored rollout; returns mean losses and diagnostics."""
-        cfg, s = self.cfg, self.storage
-        adv = s.advantages
+        """PPO epochs over :meth:`training_batch`; returns mean losses and diagnostics."""
+        cfg = self.cfg
+        batch = self.training_batch()
+        out_pre: dict[str, float] = {}
+        if cfg.sampling_error_steps > 0:  # measured on the data before it trains the policy
+            out_pre["sampling_error"] = sampling_error(self.model.actor, batch["actor_obs"], batch["actions"],
+                                                       cfg.sampling_error_steps)
+        adv = batch["advantages"]
         if cfg.normalize_advantage:
-            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            batch["advantages"] = (adv - adv.mean()) / (adv.std() + 1e-8)
         if self.value_normalizer is not None:
-            self.value_normalizer.update(s.returns.reshape(-1, 1))
+            self.value_normalizer.update(batch["returns"].reshape(-1, 1))
+        # the minibatch size stays PPO's when the update trains on several rollouts (PROPS)
+        num_minibatches = cfg.num_minibatches * len(self.rollouts())
         totals: dict[str, torch.Tensor] = {}
         n = 0
         for _ in range(cfg.num_learning_epochs):
-            for mb in s.minibatches(cfg.num_minibatches, self.generator, adv):
+            for mb in minibatches(batch, num_minibatches, self.generator):
                 stats = self._update_minibatch(mb)
                 for k, v in stats.items():
                     totals[k] = totals.get(k, 0.0) + v
                 n += 1
         out = {k: float(v) / n for k, v in totals.items()}
         out["learning_rate"] = self.learning_rate
-        out["mean_std"] = float(s.std.mean())
+        out["mean_std"] = float(batch["old_std"].mean())
         with torch.no_grad():
-            out["explained_variance"] = float(explained_variance(s.values.flatten(), s.returns.flatten()))
+            out["explained_variance"] = float(explained_variance(batch["old_values"], batch["returns"]))
         for key in ("value", "surrogate"):
             check_finite(f"loss/{key}", torch.tensor(out[key]), "the PPO update",
                          hint="lower algo.learning_rate, keep algo.normalize_obs=true, "
                               "or check rewards for huge values")
-        s.clear()
+        out.update(out_pre)
+        out.update(self.after_update())
         return out
 
-    def _update_minibatch(self, mb) -> dict[str, torch.Tensor]:
+    def after_update(self) -> dict[str, float]:
+        """Make room for the next rollout; returns extra stats to log (PROPS trains its behavior policy)."""
+        self.storage.clear()
+        return {}
+
+    def policy_loss(self, mb: Minibatch) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """``(surrogate, entropy, stats)`` of the actor on ``mb``: Gaussian PPO, after the adaptive-KL
+        learning-rate step (FPO replaces this with its flow-matching ratio)."""
         cfg = self.cfg
         mean, std = self.model.actor.distribution(mb.actor_obs)
         if cfg.schedule == "adaptive":
@@ -139,6 +182,11 @@ class PPO:
                 group["lr"] = self.learning_rate
         log_prob = gaussian_log_prob(mb.actions, mean, std)
         surrogate, clip_frac, approx_kl = ppo_surrogate_loss(log_prob, mb.old_log_prob, mb.advantages, cfg.clip_param)
+        return surrogate, gaussian_entropy(std).mean(), {"approx_kl": approx_kl, "clip_fraction": clip_frac}
+
+    def _update_minibatch(self, mb: Minibatch) -> dict[str, torch.Tensor]:
+        cfg = self.cfg
+        surrogate, entropy, stats = self.policy_loss(mb)
         values = self.model.critic(mb.critic_obs)
         old_values, returns = mb.old_values, mb.returns
         if self.value_normalizer is not None:  # compare in the critic's normalized space
@@ -146,14 +194,12 @@ class PPO:
             old_values = norm(old_values.unsqueeze(-1)).squeeze(-1)
             returns = norm(returns.unsqueeze(-1)).squeeze(-1)
         v_loss = value_loss(values, old_values, returns, cfg.clip_param if cfg.value_clip else None)
-        entropy = gaussian_entropy(std).mean()
         loss = surrogate + cfg.value_loss_coef * v_loss - cfg.entropy_coef * entropy
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
         self.optimizer.step()
-        return {"value": v_loss.detach(), "surrogate": surrogate.detach(), "entropy": entropy.detach(),
-                "approx_kl": approx_kl, "clip_fraction": clip_frac}
+        return {"value": v_loss.detach(), "surrogate": surrogate.detach(), "entropy": entropy.detach(), **stats}
 
     # ------------------------------------------------------------------ inference / io
     def inference_policy(self) -> nn.Module:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import torch
@@ -106,15 +106,18 @@ class ActorCritic(nn.Module):
     """The PPO model: which observation groups feed the actor and the critic, and both nets.
 
     ``cfg`` is the algorithm's config (``PPOConfig`` or any config with the same model
-    fields). ``critic_obs=None`` there means the privileged ``critic`` group when the env
+    fields); ``make_actor(actor_obs_dim)`` replaces the Gaussian actor (FPO's flow actor).
+    ``critic_obs=None`` there means the privileged ``critic`` group when the env
     has one, else the actor's groups.
     """
 
-    def __init__(self, obs_dims: dict[str, int], action_dim: int, cfg: PPOConfig):
+    def __init__(self, obs_dims: dict[str, int], action_dim: int, cfg: PPOConfig,
+                 make_actor: Callable[[int], nn.Module] | None = None):
         super().__init__()
         self.actor_obs, self.critic_obs = resolve_groups(obs_dims, cfg.actor_obs, cfg.critic_obs)
-        self.actor = GaussianActor(
-            sum(obs_dims[g] for g in self.actor_obs), action_dim, cfg.actor_hidden, cfg.activation,
+        actor_dim = sum(obs_dims[g] for g in self.actor_obs)
+        self.actor = make_actor(actor_dim) if make_actor is not None else GaussianActor(
+            actor_dim, action_dim, cfg.actor_hidden, cfg.activation,
             cfg.init_std, cfg.std_type, cfg.min_std, cfg.max_std, cfg.normalize_obs,
         )
         self.critic = ValueCritic(

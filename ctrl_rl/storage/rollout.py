@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 
 import torch
 
@@ -21,6 +21,11 @@ class Minibatch:
     old_values: torch.Tensor
     advantages: torch.Tensor
     returns: torch.Tensor
+    extra: dict[str, torch.Tensor] = field(default_factory=dict)
+    """Learner-specific per-sample tensors (FPO's noise, times and flow-matching losses)."""
+
+
+_MINIBATCH_FIELDS = {f.name for f in fields(Minibatch)} - {"extra"}
 
 
 class RolloutStorage:
@@ -30,11 +35,13 @@ class RolloutStorage:
     through the current normalizer. ``critic_obs`` has ``T + 1`` rows: the last is the
     observation after the final step, for bootstrapping. ``final_critic_obs[t]`` is the
     true last observation where an episode ended at step ``t`` (its value bootstraps a
-    truncation), and the next observation elsewhere.
+    truncation), and the next observation elsewhere. ``extra_shapes`` adds learner-specific
+    per-step tensors (``name -> per-env shape``), given to :meth:`add` by name.
     """
 
     def __init__(
-        self, num_steps: int, num_envs: int, actor_dim: int, critic_dim: int, action_dim: int, device: torch.device
+        self, num_steps: int, num_envs: int, actor_dim: int, critic_dim: int, action_dim: int, device: torch.device,
+        extra_shapes: dict[str, tuple[int, ...]] | None = None,
     ):
         T, N = num_steps, num_envs
         self.num_steps, self.num_envs, self.device = T, N, device
@@ -56,6 +63,7 @@ class RolloutStorage:
         self.values = z(T, N)
         self.advantages = z(T, N)
         self.returns = z(T, N)
+        self.extra = {k: z(T, N, *shape) for k, shape in (extra_shapes or {}).items()}
         self.step = 0
 
     def add(
@@ -66,8 +74,9 @@ class RolloutStorage:
         log_prob: torch.Tensor,
         mean: torch.Tensor,
         std: torch.Tensor,
+        **extra: torch.Tensor,
     ) -> None:
-        """Record what the policy saw and did at the current step."""
+        """Record what the policy saw and did at the current step (``extra``: see ``extra_shapes``)."""
         t = self.step
         if t >= self.num_steps:
             raise RuntimeError("RolloutStorage is full: call clear() after the update")
@@ -78,6 +87,8 @@ class RolloutStorage:
         self.log_prob[t] = log_prob
         self.mean[t] = mean
         self.std[t] = std
+        for k, v in extra.items():
+            self.extra[k][t] = v
 
     def add_outcome(
         self,
@@ -103,19 +114,24 @@ class RolloutStorage:
     def clear(self) -> None:
         self.step = 0
 
-    def minibatches(
-        self, num_minibatches: int, generator: torch.Generator, advantages: torch.Tensor | None = None
-    ) -> Iterator[Minibatch]:
-        """Yield a fresh random partition of all ``T * N`` samples into minibatches.
+    _FIELDS = ("actor_obs", "critic_obs", "final_critic_obs", "actions", "log_prob", "mean", "std", "rewards",
+               "terminated", "dones", "values", "advantages", "returns")
 
-        Called once per epoch so every epoch gets its own permutation (rsl_rl reuses one
-        for all epochs). ``advantages`` overrides the stored ones (e.g. normalized).
-        """
+    def state_dict(self) -> dict[str, torch.Tensor | int]:
+        """Contents, for learners that keep rollouts across iterations (PROPS)."""
+        return {**{k: getattr(self, k) for k in self._FIELDS}, "extra": self.extra, "step": self.step}
+
+    def load_state_dict(self, state: dict) -> None:
+        for k in self._FIELDS:
+            getattr(self, k).copy_(state[k])
+        for k, v in self.extra.items():
+            v.copy_(state["extra"][k])
+        self.step = int(state["step"])
+
+    def flat(self) -> dict[str, torch.Tensor]:
+        """Every sample as ``[T * N, ...]`` views, keyed like :class:`Minibatch`'s fields."""
         total = self.num_steps * self.num_envs
-        size = total // num_minibatches
-        perm = torch.randperm(total, generator=generator, device=generator.device).to(self.device)
-        adv = (self.advantages if advantages is None else advantages).reshape(total)
-        flat = {
+        return {
             "actor_obs": self.actor_obs.reshape(total, -1),
             "critic_obs": self.critic_obs[:-1].reshape(total, -1),
             "actions": self.actions.reshape(total, -1),
@@ -123,8 +139,32 @@ class RolloutStorage:
             "old_mean": self.mean.reshape(total, -1),
             "old_std": self.std.reshape(total, -1),
             "old_values": self.values.reshape(total),
+            "advantages": self.advantages.reshape(total),
             "returns": self.returns.reshape(total),
+            **{k: v.reshape(total, *v.shape[2:]) for k, v in self.extra.items()},
         }
-        for i in range(num_minibatches):
-            idx = perm[i * size : (i + 1) * size]
-            yield Minibatch(advantages=adv[idx], **{k: v[idx] for k, v in flat.items()})
+
+    def minibatches(
+        self, num_minibatches: int, generator: torch.Generator, advantages: torch.Tensor | None = None
+    ) -> Iterator[Minibatch]:
+        """One epoch of :func:`minibatches` over this rollout; ``advantages`` overrides the stored ones."""
+        flat = self.flat()
+        if advantages is not None:
+            flat["advantages"] = advantages.reshape(-1)
+        return minibatches(flat, num_minibatches, generator)
+
+
+def minibatches(flat: dict[str, torch.Tensor], num_minibatches: int, generator: torch.Generator) -> Iterator[Minibatch]:
+    """Yield a fresh random partition of the ``[B, ...]`` samples in ``flat`` into minibatches.
+
+    Called once per epoch so every epoch gets its own permutation (rsl_rl reuses one for all
+    epochs); a remainder of ``B mod num_minibatches`` samples sits out that epoch.
+    """
+    total = flat["actions"].shape[0]
+    size = total // num_minibatches
+    device = flat["actions"].device
+    perm = torch.randperm(total, generator=generator, device=generator.device).to(device)
+    for i in range(num_minibatches):
+        idx = perm[i * size : (i + 1) * size]
+        mb = {k: v[idx] for k, v in flat.items()}
+        yield Minibatch(**{k: mb.pop(k) for k in _MINIBATCH_FIELDS}, extra=mb)

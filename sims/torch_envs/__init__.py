@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from .bandit import BimodalBanditEnv
 from .base import TorchVecEnv, wrap_to_pi
 from .cartpole import CartpoleBalanceEnv, CartpoleSwingupEnv
 from .pendulum import PendulumEnv
 from .point_mass import PointMassEnv
 
 TASKS: dict[str, type[TorchVecEnv]] = {
+    "bimodal_bandit": BimodalBanditEnv,
     "cartpole_balance": CartpoleBalanceEnv,
     "cartpole_swingup": CartpoleSwingupEnv,
     "pendulum": PendulumEnv,
@@ -17,6 +19,7 @@ TASKS: dict[str, type[TorchVecEnv]] = {
 
 __all__ = [
     "TASKS",
+    "BimodalBanditEnv",
     "CartpoleBalanceEnv",
     "CartpoleSwingupEnv",
     "PendulumEnv",

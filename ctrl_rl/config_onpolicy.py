@@ -1,0 +1,106 @@
+"""Typed configs of PPO's variants: PROPS and FPO (same runner, storage and update loop).
+
+Kept apart from ``ctrl_rl/config.py`` only for size; importing ``ctrl_rl.config`` imports this
+module, which adds both to ``ALGO_SCHEMAS``. The conventions are that module's: validated when built,
+every field documented where it is declared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ctrl_rl.config import ALGO_SCHEMAS, PPOConfig, _check, _positive
+
+
+@dataclass
+class PROPSConfig(PPOConfig):
+    """PROPS (Corrado & Hanna 2024): PPO on the newest ``buffer_batches`` rollouts, collected by a
+    behavior policy adapted before each collection to sample the actions the buffer is short of,
+    so the buffer looks more on-policy than on-policy sampling makes it (lower sampling error)."""
+
+    name: str = "props"
+    """Algorithm id."""
+    buffer_batches: int = 2
+    """b: rollouts the PPO update trains on (the newest b), with log-probs and GAE recomputed
+    under the current policy and critic."""
+    props_epochs: int = 16
+    """Most epochs of the behavior update per collection phase; 0: the behavior policy stays the
+    target policy (on-policy sampling into the same buffer: the paper's PPO-with-buffer baseline)."""
+    props_num_minibatches: int = 16
+    """Minibatches per behavior epoch."""
+    props_learning_rate: float = 1e-4
+    """Adam step size of the behavior update (Adam eps 1e-5)."""
+    props_clip: float = 0.3
+    """ε_P: the behavior loss ``max(r, clip(r, 1-ε_P, 1+ε_P))`` stops pushing r = π_φ/π_θ below 1-ε_P."""
+    props_kl_coef: float = 0.3
+    """λ: weight of KL(π_φ || π_θ), keeping the behavior policy near the target."""
+    props_target_kl: float = 0.05
+    """Stop the behavior update once KL(π_φ || π_θ) on a minibatch exceeds this."""
+    props_max_grad_norm: float = 0.5
+    """Gradient-norm clip of the behavior update."""
+    sampling_error_steps: int = 16
+    """As PPO's, on by default here: PROPS exists to lower it."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        p = "algo"
+        _positive(self, p, "buffer_batches", "props_num_minibatches", "props_learning_rate", "props_max_grad_norm",
+                  "props_target_kl")
+        _check(self.props_epochs >= 0, f"{p}.props_epochs", f"must be >= 0, got {self.props_epochs}")
+        _check(0.0 < self.props_clip < 1.0, f"{p}.props_clip", f"must be in (0, 1), got {self.props_clip}")
+        _check(self.props_kl_coef >= 0.0, f"{p}.props_kl_coef", f"must be >= 0, got {self.props_kl_coef}")
+
+    def check_env(self, num_envs: int) -> None:
+        super().check_env(num_envs)
+        batch = num_envs * self.num_steps_per_env
+        _check(batch >= 2 * self.props_num_minibatches, "algo.props_num_minibatches",
+               f"a rollout of {batch} samples cannot fill {self.props_num_minibatches} minibatches of 2 or more; "
+               "lower algo.props_num_minibatches")
+
+
+@dataclass
+class FPOConfig(PPOConfig):
+    """FPO (McAllister et al. 2025, "Flow Matching Policy Gradients"): PPO's clipped surrogate
+    with a flow-matching policy, the likelihood ratio replaced by exp(old CFM loss − new CFM loss)."""
+
+    name: str = "fpo"
+    """Algorithm id."""
+    clip_param: float = 0.05
+    """Surrogate clip ε (the paper's 0.05; its Gaussian baseline used 0.3)."""
+    schedule: str = "fixed"
+    """Only ``fixed``: the adaptive schedule measures a Gaussian KL, which a flow policy has not."""
+    learning_rate: float = 3e-4
+    """Adam step size."""
+    entropy_coef: float = 0.0
+    """Must be 0: a flow policy has no closed-form entropy (exploration comes from the noise)."""
+    value_loss_coef: float = 0.25
+    """Weight of the value loss (the paper's 0.25)."""
+    activation: str = "silu"
+    """Hidden activation of both networks."""
+    flow_steps: int = 10
+    """Euler steps from noise (t = 1) to action (t = 0), when acting and in the exported graph."""
+    num_cfm_samples: int = 8
+    """(ε, t) pairs drawn per action at rollout; their CFM losses are the "old" side of the ratio."""
+    ratio_mode: str = "mean"
+    """``mean``: ρ = exp(mean_i ℓ_old,i − mean_i ℓ_θ,i) (the paper's default); ``per_sample``:
+    ρ_i = exp(clip(ℓ_old,i − ℓ_θ,i, ±per_sample_clip)), each pair its own clipped term."""
+    per_sample_clip: float = 3.0
+    """Clamp of each pair's log-ratio in ``per_sample`` mode."""
+    time_features: int = 4
+    """Sin/cos frequencies of the time embedding fed to the velocity network."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        p = "algo"
+        _positive(self, p, "flow_steps", "num_cfm_samples", "per_sample_clip", "time_features")
+        _check(self.schedule == "fixed", f"{p}.schedule",
+               f"FPO needs algo.schedule=fixed (got '{self.schedule}'): the adaptive schedule measures a Gaussian KL")
+        _check(self.entropy_coef == 0.0, f"{p}.entropy_coef",
+               f"FPO has no entropy term: set algo.entropy_coef=0 (got {self.entropy_coef})")
+        _check(self.sampling_error_steps == 0, f"{p}.sampling_error_steps",
+               "measures a Gaussian policy's sampling error; FPO's flow policy has no closed-form density: set it to 0")
+        _check(self.ratio_mode in ("mean", "per_sample"), f"{p}.ratio_mode",
+               f"must be one of: mean, per_sample (got '{self.ratio_mode}')")
+
+
+ALGO_SCHEMAS.update(props=PROPSConfig, fpo=FPOConfig)

@@ -1,0 +1,49 @@
+"""A one-step bandit with two equally good actions: the test of a policy's expressiveness.
+
+Every episode is one decision: the policy always sees ``[1]`` (the terminal state, seen only
+as ``final_obs``, is ``[0]``), the action ``a`` is 1-D in [-1, 1], and the reward is a sum of
+two equal Gaussian bumps at ``±mode``::
+
+    r(a) = exp(-((a - mode) / width)^2 / 2) + exp(-((a + mode) / width)^2 / 2)
+
+Both peaks pay the same (≈ 1), the midpoint ``a = 0`` pays ``2 exp(-(mode/width)^2 / 2)``
+(≈ 0.02 at the defaults). A unimodal Gaussian policy can only sit on one peak (or straddle
+them at the mean); a flow policy can put its mass on both (FPO's GridWorld result, in 1-D).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ctrl_rl.env import Obs
+
+from .base import State, TorchVecEnv
+
+
+class BimodalBanditEnv(TorchVecEnv):
+    """One-step episodes (terminated after every action); reward peaks at ``a = ±mode``."""
+
+    action_dim = 1
+    obs_dims = {"policy": 1}
+    max_episode_length = 1
+    step_dt = 1.0
+
+    def __init__(self, num_envs: int, device: str | torch.device = "cpu", seed: int | None = None, *,
+                 mode: float = 0.6, width: float = 0.2, max_episode_length: int | None = None) -> None:
+        if not 0.0 < mode <= 1.0 or width <= 0.0:
+            raise ValueError(f"need 0 < mode <= 1 and width > 0, got mode={mode}, width={width}")
+        self.mode, self.width = float(mode), float(width)
+        super().__init__(num_envs, device, seed, max_episode_length)
+
+    def _initial_state(self) -> State:
+        return {"t": torch.zeros(self.num_envs, device=self.device)}
+
+    def _dynamics(self, state: State, action: torch.Tensor) -> tuple[State, torch.Tensor, torch.Tensor]:
+        a = action[:, 0]
+        bump = lambda c: torch.exp(-0.5 * ((a - c) / self.width).square())  # noqa: E731
+        reward = bump(self.mode) + bump(-self.mode)
+        terminated = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+        return {"t": state["t"] + 1.0}, reward, terminated
+
+    def _observe(self, state: State) -> Obs:
+        return {"policy": (1.0 - state["t"]).unsqueeze(1)}
