@@ -90,13 +90,16 @@ class PPOConfig:
     sampling_error_steps: int = 0
     """Log ``sampling_error`` (KL of a maximum-likelihood fit of the training batch from the policy,
     see ``ctrl_rl/algos/diagnostics.py``) fitted with this many Adam steps per update; 0: off."""
+    sampling_error_interval: int = 1
+    """Measure the sampling error every this many iterations (the fit costs as much as a few PPO
+    epochs); iterations in between log the last measurement."""
 
     def __post_init__(self) -> None:
         p = "algo"
         _check(self.sampling_error_steps >= 0, f"{p}.sampling_error_steps",
                f"must be >= 0 (0 turns it off), got {self.sampling_error_steps}")
-        _positive(self, p, "num_steps_per_env", "num_learning_epochs", "num_minibatches", "learning_rate",
-                  "desired_kl", "init_std", "min_std", "max_std", "max_grad_norm")
+        _positive(self, p, "sampling_error_interval", "num_steps_per_env", "num_learning_epochs", "num_minibatches",
+                  "learning_rate", "desired_kl", "init_std", "min_std", "max_std", "max_grad_norm")
         _check(self.schedule in ("adaptive", "fixed"), f"{p}.schedule",
                f"must be one of: adaptive, fixed (got '{self.schedule}')")
         _check(0.0 < self.gamma <= 1.0, f"{p}.gamma", f"must be in (0, 1], got {self.gamma}")

@@ -40,6 +40,8 @@ class PROPSConfig(PPOConfig):
     """Gradient-norm clip of the behavior update."""
     sampling_error_steps: int = 16
     """As PPO's, on by default here: PROPS exists to lower it."""
+    sampling_error_interval: int = 10
+    """As PPO's: every 10th iteration by default (each fit costs about a third of an iteration)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -53,6 +53,8 @@ class PPO:
         # Own RNG for action noise and minibatch order: reproducible, and saved in checkpoints.
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
+        self.num_updates = 0  # completed updates (checkpointed: schedules keyed on it resume exactly)
+        self.last_sampling_error: float | None = None
 
     def make_model(self, obs_dims: dict[str, int], action_dim: int) -> ActorCritic:
         """The actor-critic (FPO swaps in a flow actor)."""
@@ -133,8 +135,10 @@ class PPO:
         batch = self.training_batch()
         out_pre: dict[str, float] = {}
         if cfg.sampling_error_steps > 0:  # measured on the data before it trains the policy
-            out_pre["sampling_error"] = sampling_error(self.model.actor, batch["actor_obs"], batch["actions"],
-                                                       cfg.sampling_error_steps)
+            if self.num_updates % cfg.sampling_error_interval == 0:
+                self.last_sampling_error = sampling_error(self.model.actor, batch["actor_obs"], batch["actions"],
+                                                          cfg.sampling_error_steps)
+            out_pre["sampling_error"] = self.last_sampling_error
         adv = batch["advantages"]
         if cfg.normalize_advantage:
             batch["advantages"] = (adv - adv.mean()) / (adv.std() + 1e-8)
@@ -161,6 +165,7 @@ class PPO:
                               "or check rewards for huge values")
         out.update(out_pre)
         out.update(self.after_update())
+        self.num_updates += 1
         return out
 
     def after_update(self) -> dict[str, float]:
@@ -213,6 +218,8 @@ class PPO:
             "learning_rate": self.learning_rate,
             "value_normalizer": self.value_normalizer.state_dict() if self.value_normalizer else None,
             "generator": self.generator.get_state(),
+            "num_updates": self.num_updates,
+            "last_sampling_error": self.last_sampling_error,
         }
 
     def load_state_dict(self, state: dict[str, Any], restore_rng: bool = True) -> None:
@@ -220,6 +227,8 @@ class PPO:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.learning_rate = state["learning_rate"]
+        self.num_updates = state.get("num_updates", 0)
+        self.last_sampling_error = state.get("last_sampling_error")
         if self.value_normalizer is not None and state.get("value_normalizer") is not None:
             self.value_normalizer.load_state_dict(state["value_normalizer"])
         if restore_rng:
