@@ -9,9 +9,16 @@ training), with the clock paused. Reported per run: env steps and training secon
 evaluation at or above ``--threshold``, the final evaluation, and PROPS's mean sampling error.
 Each run is one process after another in this interpreter, ``--threads`` torch threads.
 
+``--part sampling`` measures the sampling error itself where it is large (8 envs x 32 steps,
+30 iterations, a 100-step maximum-likelihood fit every iteration), mean over the run, for PPO
+(one rollout), on-policy sampling into PROPS's 2-rollout buffer (``props_epochs=0``) and PROPS,
+each also with the target frozen (learning rate 1e-12), so only the sampling differs.
+
 Usage::
 
-    python benchmarks/props_vs_ppo.py                    # 5 seeds each (~25 min on 2 cores)
+    python benchmarks/props_vs_ppo.py                    # 5 seeds each (~40 min on 2 cores)
+    python benchmarks/props_vs_ppo.py --max-iterations 60 --eval-every 2   # to 1M steps, finer
+    python benchmarks/props_vs_ppo.py --part sampling    # the sampling-error table (~6 min)
     python benchmarks/props_vs_ppo.py --seeds 1 --max-iterations 4 --eval-every 2   # smoke
 """
 
@@ -56,6 +63,39 @@ def run(algo: str, seed: int, args: argparse.Namespace) -> dict:
             "train_s": train_s, "env_steps": curve[-1][0], "sampling_error": mean(errors) if errors else math.nan}
 
 
+SAMPLING = ["task=pendulum", "env.num_envs=8", "algo.num_steps_per_env=32", "algo.actor_hidden=[64,64]",
+            "algo.critic_hidden=[64,64]", "algo.sampling_error_steps=100", "algo.sampling_error_interval=1",
+            "runner.max_iterations=30", "runner.progress=false"]
+SAMPLERS = {"PPO (1 rollout)": ["algo=ppo"], "on-policy into a 2-rollout buffer": ["algo=props", "algo.props_epochs=0"],
+            "PROPS": ["algo=props"]}
+FROZEN = ["algo.schedule=fixed", "algo.learning_rate=1e-12", "algo.normalize_obs=false"]
+
+
+def sampling_part(seeds: list[int]) -> None:
+    """Mean logged sampling error per sampler, learning and with the target frozen."""
+    print("\n### Sampling error on pendulum, 8 envs x 32 steps, 30 iterations (mean over the run)\n")
+    print("| sampler | target | " + " | ".join(f"seed {s}" for s in seeds) + " | mean |")
+    print("|---|---|" + "---:|" * (len(seeds) + 1))
+    means = {}
+    for frozen in (False, True):
+        for name, extra in SAMPLERS.items():
+            vals = []
+            for seed in seeds:
+                cfg = load_train_config(SAMPLING + extra + (FROZEN if frozen else []) + [f"seed={seed}"])
+                seed_everything(cfg.seed)
+                runner = make_runner(build_env(cfg), cfg, log_dir=None)
+                hist = runner.learn()
+                vals.append(mean(h["sampling_error"] for h in hist[1:] if h.get("sampling_error") is not None))
+            means[(name, frozen)] = mean(vals)
+            print(f"| {name} | {'frozen' if frozen else 'learning'} | " + " | ".join(f"{v:.4f}" for v in vals)
+                  + f" | **{mean(vals):.4f}** |", flush=True)
+    print(f"\nRESULT part=sampling ppo={means[('PPO (1 rollout)', False)]:.4f} "
+          f"buffer_on_policy={means[('on-policy into a 2-rollout buffer', False)]:.4f} "
+          f"props={means[('PROPS', False)]:.4f} "
+          f"frozen_buffer_on_policy={means[('on-policy into a 2-rollout buffer', True)]:.4f} "
+          f"frozen_props={means[('PROPS', True)]:.4f}")
+
+
 def _fmt(x: float, spec: str = ",.0f") -> str:
     return "—" if math.isnan(x) else format(x, spec)
 
@@ -71,8 +111,12 @@ def main() -> None:
     p.add_argument("--max-iterations", type=int, default=0, help="0: the tuned budget")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--override", nargs="*", default=[], help="extra overrides for both learners")
+    p.add_argument("--part", choices=("learning", "sampling"), default="learning")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
+    if args.part == "sampling":
+        sampling_part(args.seeds[:3])
+        return
     rows: dict[str, list[dict]] = {"ppo": [], "props": []}
     for seed in args.seeds:
         for algo in rows:

@@ -142,8 +142,8 @@ def _sampling_errors(run) -> list[float]:
 def test_sampling_error_is_lower_than_ppos_at_the_same_settings(tmp_path):
     """Same envs, rollout length, networks and seeds: PROPS's logged sampling error (buffer of 2
     rollouts, behavior-corrected) is well below PPO's (one on-policy rollout). Measured here on
-    3 seeds: 0.015 vs 0.026. How much of it the behavior update itself buys (vs on-policy sampling
-    into the same buffer, 0.0137 vs 0.0154 with the target frozen) is in BENCHMARKS.md."""
+    3 seeds: 0.014 vs 0.026. How much of it the behavior update itself buys (vs on-policy sampling
+    into the same buffer: 0.0147 vs 0.0156 with the target frozen) is in BENCHMARKS.md."""
     common = ["task=pendulum", "env.num_envs=8", "algo.num_steps_per_env=32", "algo.actor_hidden=[64,64]",
               "algo.critic_hidden=[64,64]", "algo.sampling_error_steps=100", "algo.sampling_error_interval=1",
               "runner.max_iterations=30",
