@@ -156,7 +156,8 @@ class PPO:
                 n += 1
         out = {k: float(v) / n for k, v in totals.items()}
         out["learning_rate"] = self.learning_rate
-        out["mean_std"] = float(batch["old_std"].mean())
+        if hasattr(self.model.actor, "distribution"):  # a Gaussian actor (a flow policy has no std)
+            out["mean_std"] = float(batch["old_std"].mean())
         with torch.no_grad():
             out["explained_variance"] = float(explained_variance(batch["old_values"], batch["returns"]))
         for key in ("value", "surrogate"):

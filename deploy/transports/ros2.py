@@ -31,7 +31,8 @@ the sim2sim bridge killed with SIGKILL), this process segfaults later, inside ``
 (SharedMemChannelResource::release, Fast DDS 3.2.3; reproduced 1 in 4-6 kill runs on 2 loaded
 cores). A deploy node must outlive its driver. Loopback UDP costs ~0.1 ms. Note that
 ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` makes rmw_fastrtps (Kilted) configure shared memory
-itself, over this variable and XML profiles alike: the transport warns when it sees that range.
+itself, over this variable and XML profiles alike (the transport logs that at INFO level: interop
+with Cyclone DDS needs that range: tests/test_rclpy_transport.py).
 """
 if os.environ.get("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp").startswith("rmw_fastrtps"):
     os.environ.setdefault("FASTDDS_BUILTIN_TRANSPORTS", FASTDDS_TRANSPORTS)  # read once, when rclpy loads Fast DDS
@@ -237,8 +238,8 @@ class RclpyTransport:
             raise ValueError(f"executor must be 'single' or 'events', got '{executor}'")
         if os.environ.get("ROS_AUTOMATIC_DISCOVERY_RANGE", "").upper() == "LOCALHOST" and os.environ.get(
                 "RMW_IMPLEMENTATION", "rmw_fastrtps_cpp").startswith("rmw_fastrtps"):
-            log.warning("ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST: rmw_fastrtps uses shared memory, where a peer "
-                        "killed with SIGKILL can crash this process at shutdown; the SUBNET range uses UDP")
+            log.info("ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST: rmw_fastrtps uses shared memory, where a peer "
+                     "killed with SIGKILL can crash this process at shutdown; the SUBNET range uses UDP")
         self.context = Context()
         self.context.init(args, domain_id=domain_id)  # no signal handlers: the app owns SIGINT
         try:
