@@ -84,16 +84,21 @@ def test_concurrent_roles_hold_the_configured_ratios(costs):
     assert abs(counts["actor"] * 8 - counts["critic"]) <= 8 and abs(counts["policy"] * 2 - counts["critic"]) <= 8
 
 
+def _run_then_stop(threads: list[threading.Thread], seconds: float, stop, join_timeout: float) -> None:
+    """Start ``threads``, let them run ``seconds``, call ``stop()``, join them."""
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    stop()
+    for t in threads:
+        t.join(timeout=join_timeout)
+
+
 def test_stop_wakes_every_waiting_role():
     ctrl = RatioController(8, 2, dict.fromkeys(ROLES, 0))  # not started: the learners wait
     results: list[bool] = []
     threads = [threading.Thread(target=lambda r=r: results.append(ctrl.begin(r))) for r in ("critic", "policy")]
-    for t in threads:
-        t.start()
-    time.sleep(0.05)
-    ctrl.stop()
-    for t in threads:
-        t.join(timeout=5)
+    _run_then_stop(threads, 0.05, ctrl.stop, join_timeout=5)
     assert results == [False, False]
 
 
@@ -137,12 +142,7 @@ def test_weight_box_readers_never_see_a_torn_or_older_version():
             reads[i] += 1
 
     threads = [threading.Thread(target=writer)] + [threading.Thread(target=reader, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    time.sleep(1.5)
-    stop.set()
-    for t in threads:
-        t.join(timeout=10)
+    _run_then_stop(threads, 1.5, stop.set, join_timeout=10)
     assert not failures, failures[:5]
     assert box.version > 50 and min(reads) > 50, (box.version, reads)
     assert box.num_slots <= 2 + 2  # two readers: at most readers + 2 slots

@@ -30,7 +30,7 @@ def sampling_error(actor: nn.Module, obs: torch.Tensor, actions: torch.Tensor, s
     """
     mle = copy.deepcopy(actor)
     mle.requires_grad_(True)
-    opt = torch.optim.Adam([p for p in mle.parameters() if p.is_floating_point()], lr=lr)
+    opt = torch.optim.Adam(mle.parameters(), lr=lr)
     for _ in range(steps):
         mean, std = mle.distribution(obs)
         loss = -gaussian_log_prob(actions, mean, std).mean()

@@ -25,7 +25,7 @@ from ctrl_rl.algos.losses import props_behavior_loss
 from ctrl_rl.algos.ppo import PPO
 from ctrl_rl.config_onpolicy import PROPSConfig
 from ctrl_rl.nets.distributions import gaussian_kl, gaussian_log_prob
-from ctrl_rl.storage.rollout import RolloutStorage
+from ctrl_rl.storage.rollout import RolloutStorage, minibatch_indices
 
 
 class PROPS(PPO):
@@ -38,13 +38,7 @@ class PROPS(PPO):
         super().__init__(cfg, obs_dims, action_dim, num_envs, device, seed=seed)
         self.behavior = copy.deepcopy(self.model.actor)  # π_φ; reset to π_θ before each collection
         self.behavior_optimizer = torch.optim.Adam(self.behavior.parameters(), lr=cfg.props_learning_rate, eps=1e-5)
-        s = self.storage
-        self.ring = [s] + [
-            RolloutStorage(s.num_steps, s.num_envs, s.actor_obs.shape[-1], s.critic_obs.shape[-1],
-                           s.actions.shape[-1], self.device,
-                           extra_shapes={k: tuple(v.shape[2:]) for k, v in s.extra.items()})
-            for _ in range(cfg.buffer_batches - 1)
-        ]
+        self.ring = [self.storage] + [self.storage.new_like() for _ in range(cfg.buffer_batches - 1)]
         self.head = 0  # ring index of the rollout being collected (self.storage)
         self.num_kept = 0  # finished rollouts in the ring besides the head, newest at head - 1
 
@@ -94,15 +88,13 @@ class PROPS(PPO):
         with torch.no_grad():
             t_mean, t_std = self.model.actor.distribution(obs)
             t_log_prob = gaussian_log_prob(actions, t_mean, t_std)
-        total, size = obs.shape[0], obs.shape[0] // cfg.props_num_minibatches
         steps, loss_sum, kl = 0, 0.0, 0.0
         for epoch in range(cfg.props_epochs):
-            perm = torch.randperm(total, generator=self.generator, device=self.generator.device).to(self.device)
-            for i in range(cfg.props_num_minibatches):
-                idx = perm[i * size:(i + 1) * size]
+            batches = minibatch_indices(obs.shape[0], cfg.props_num_minibatches, self.generator, self.device)
+            for i, idx in enumerate(batches):
                 mean, std = self.behavior.distribution(obs[idx])
                 kl_per_state = gaussian_kl(mean, std, t_mean[idx], t_std[idx])
-                kl = float(kl_per_state.detach().mean())
+                kl = float(kl_per_state.detach().mean())  # a host sync per minibatch: the early stop needs it
                 if kl > cfg.props_target_kl:  # far enough from π_θ: stop before moving further
                     return {"props_loss": loss_sum / max(steps, 1), "props_kl": kl,
                             "props_epochs": epoch + i / cfg.props_num_minibatches}

@@ -66,6 +66,12 @@ class RolloutStorage:
         self.extra = {k: z(T, N, *shape) for k, shape in (extra_shapes or {}).items()}
         self.step = 0
 
+    def new_like(self) -> RolloutStorage:
+        """An empty storage of the same sizes, extras and device (PROPS's ring of rollouts)."""
+        return RolloutStorage(self.num_steps, self.num_envs, self.actor_obs.shape[-1], self.critic_obs.shape[-1],
+                              self.actions.shape[-1], self.device,
+                              extra_shapes={k: tuple(v.shape[2:]) for k, v in self.extra.items()})
+
     def add(
         self,
         actor_obs: torch.Tensor,
@@ -154,17 +160,22 @@ class RolloutStorage:
         return minibatches(flat, num_minibatches, generator)
 
 
-def minibatches(flat: dict[str, torch.Tensor], num_minibatches: int, generator: torch.Generator) -> Iterator[Minibatch]:
-    """Yield a fresh random partition of the ``[B, ...]`` samples in ``flat`` into minibatches.
+def minibatch_indices(total: int, num_minibatches: int, generator: torch.Generator,
+                      device: torch.device) -> Iterator[torch.Tensor]:
+    """One epoch: a fresh random partition of ``range(total)`` into ``num_minibatches`` index sets.
 
     Called once per epoch so every epoch gets its own permutation (rsl_rl reuses one for all
-    epochs); a remainder of ``B mod num_minibatches`` samples sits out that epoch.
+    epochs); a remainder of ``total mod num_minibatches`` samples sits out that epoch.
     """
-    total = flat["actions"].shape[0]
     size = total // num_minibatches
-    device = flat["actions"].device
     perm = torch.randperm(total, generator=generator, device=generator.device).to(device)
     for i in range(num_minibatches):
-        idx = perm[i * size : (i + 1) * size]
+        yield perm[i * size : (i + 1) * size]
+
+
+def minibatches(flat: dict[str, torch.Tensor], num_minibatches: int, generator: torch.Generator) -> Iterator[Minibatch]:
+    """One epoch of :func:`minibatch_indices` over the ``[B, ...]`` samples in ``flat``."""
+    actions = flat["actions"]
+    for idx in minibatch_indices(actions.shape[0], num_minibatches, generator, actions.device):
         mb = {k: v[idx] for k, v in flat.items()}
         yield Minibatch(**{k: mb.pop(k) for k in _MINIBATCH_FIELDS}, extra=mb)
