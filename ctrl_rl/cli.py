@@ -14,6 +14,9 @@ EPILOG = """examples:
   ctrl-rl train task=pendulum --checkpoint latest      # resume the newest pendulum run
   ctrl-rl eval latest --episodes 100
   ctrl-rl export latest
+  ctrl-rl collect latest --output data.hdf5 --noise 0.1   # a dataset from a policy
+  ctrl-rl train algo=bc dataset=data.hdf5 task=pendulum   # behavior cloning from it
+  ctrl-rl train algo=residual algo.base=<bc run dir> task=pendulum   # residual PPO on a frozen base
   ctrl-rl play latest --agent zero                     # sanity-check an MDP without a policy
   ctrl-rl play latest --video out.mp4 --steps 500      # MP4 of env 0 (MuJoCo sims)
   ctrl-rl deploy sim2sim <run>/exported/policy.onnx    # the ROS 2 node against a MuJoCo robot
@@ -84,6 +87,13 @@ def cmd_export(args: argparse.Namespace, overrides: list[str]) -> None:
     export(args.checkpoint, overrides, output=args.output)
 
 
+def cmd_collect(args: argparse.Namespace, overrides: list[str]) -> None:
+    from ctrl_rl.commands import collect
+
+    collect(args.checkpoint, overrides, args.output, steps=args.steps, envs=args.envs, noise=args.noise,
+            seed=args.seed)
+
+
 def cmd_list(args: argparse.Namespace, overrides: list[str]) -> None:
     print(f"algorithms: {_algos_text()}")
     print("tasks:")
@@ -96,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"{EPILOG}\nalgorithms (algo=...): {_algos_text()}\ntasks (task=..., sim=...):\n{_tasks_text()}\n",
         description="Train, evaluate and export continuous-control policies. "
                     "Configure with hydra overrides (key=value); `ctrl-rl train --help` lists every key.")
-    sub = parser.add_subparsers(dest="command", metavar="{train,play,eval,export,deploy,list}")
+    sub = parser.add_subparsers(dest="command", metavar="{train,play,eval,export,collect,deploy,list}")
 
     p = sub.add_parser("train", add_help=False, help="train a policy (overrides: algo=, task=, key=value)")
     p.add_argument("-h", "--help", action="store_true")
@@ -124,6 +134,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("checkpoint", help="'latest', a run directory or a model_<it>.pt")
     p.add_argument("--output", default=None, help="default: <run dir>/exported/policy.onnx")
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("collect", help="roll a policy and write a D4RL-layout HDF5 dataset (for algo=bc)")
+    p.add_argument("checkpoint", help="'latest', a run directory or a model_<it>.pt")
+    p.add_argument("--output", required=True, help="the .hdf5 file to write")
+    p.add_argument("--steps", type=int, default=1000, help="steps per env")
+    p.add_argument("--envs", type=int, default=16, help="parallel envs (transitions = envs x steps)")
+    p.add_argument("--noise", type=float, default=0.0, help="std of Gaussian noise added to the policy's actions")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_collect)
 
     sub.add_parser("deploy", help="run the deploy node or sim2sim (`ctrl-rl deploy --help`)", add_help=False)
 

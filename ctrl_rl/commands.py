@@ -111,8 +111,11 @@ def _checked_env(cfg: TrainConfig, state: dict, num_envs: int, seed: int):
 
 
 def _policy_fn(alg):
-    actor = alg.model.actor.eval()
-    return lambda obs: actor(alg.model.actor_input(obs))
+    """The learner's deterministic policy on an env's observation dict (what export writes)."""
+    from ctrl_rl.nets.actor_critic import concat_groups
+
+    policy, groups = alg.inference_policy().eval(), alg.model.actor_obs
+    return lambda obs: policy(concat_groups(obs, groups))
 
 
 def evaluate(spec: str, overrides: list[str], episodes: int = 100, seed: int = 12345) -> dict[str, float]:
@@ -265,10 +268,41 @@ def play(spec: str | None, overrides: list[str], agent: str = "policy", episodes
         print(f"RESULT episodes=0 steps={steps} (no episode ended)")
 
 
+def _check_exportable(policy: torch.nn.Module, cfg: TrainConfig) -> None:
+    """Refuse (with the fix) a policy an ONNX graph cannot hold: a stateful chunk player."""
+    from ctrl_rl.nets.chunk import ChunkExecutor
+
+    for m in policy.modules():
+        if isinstance(m, ChunkExecutor) and not m.stateless:
+            raise ValueError(f"the base plays {m.execute} actions of each {m.chunk_size}-action chunk, which "
+                             "needs state the graph does not keep; export the replan-every-step policy with "
+                             "algo.base_execute=1")
+
+
+def collect(spec: str, overrides: list[str], output: str, steps: int = 1000, envs: int = 16, noise: float = 0.0,
+            seed: int = 0) -> Path:
+    """Roll the checkpoint's deterministic policy (plus Gaussian ``noise``) and write a D4RL HDF5 dataset."""
+    from ctrl_rl.evaluate import collect_dataset
+
+    if steps <= 0 or envs <= 0 or noise < 0:
+        raise ValueError(f"--steps and --envs must be > 0 and --noise >= 0 (got {steps}, {envs}, {noise})")
+    cfg, path, alg, state = _load_policy(spec, overrides)
+    env = _checked_env(cfg, state, envs, seed)
+    data = collect_dataset(env, _policy_fn(alg), steps, seed, noise, tuple(alg.model.actor_obs))
+    out = data.save_hdf5(output, attrs={"task": cfg.task.name, "sim": cfg.sim.name, "policy": str(path),
+                                        "noise_std": noise, "seed": seed, "obs_groups": ",".join(alg.model.actor_obs)})
+    returns = data.episode_returns()
+    print(f"collected {len(data)} transitions ({len(returns)} episodes, {envs} envs x {steps} steps, noise {noise}) "
+          f"-> {out}")
+    print(f"RESULT path={out} transitions={len(data)} episodes={len(returns)} mean_episode_return={returns.mean():.4f}")
+    return out
+
+
 def export(spec: str, overrides: list[str], output: str | None = None) -> Path:
     """Write ``<run>/exported/policy.onnx`` after the ONNX/torch parity check passes."""
     import ctrl_rl
     from ctrl_rl.deploy.export import export_onnx
+    from ctrl_rl.nets.actor_critic import concat_groups
 
     cfg, path, alg, state = _load_policy(spec, overrides)
     out = Path(output) if output else path.parent / "exported" / "policy.onnx"
@@ -278,7 +312,7 @@ def export(spec: str, overrides: list[str], output: str | None = None) -> Path:
     policy = _policy_fn(alg)
     with torch.no_grad():
         for _ in range(64):  # observations the policy really meets, for the parity check
-            recorded.append(alg.model.actor_input(obs).cpu().numpy())
+            recorded.append(concat_groups(obs, alg.model.actor_obs).cpu().numpy())
             obs, *_ = env.step(policy(obs))
     obs_dims = {g: env.obs_dims[g] for g in alg.model.actor_obs}
     metadata = {
@@ -292,7 +326,9 @@ def export(spec: str, overrides: list[str], output: str | None = None) -> Path:
     bounds = env.action_bounds
     if bounds is None and metadata.get("action_clip") is not None:  # the task's own clip, in the graph
         bounds = (-float(metadata["action_clip"]), float(metadata["action_clip"]))
-    info = export_onnx(alg.model.actor.cpu(), sum(obs_dims.values()), bounds, out, metadata,
+    policy = alg.inference_policy().cpu()
+    _check_exportable(policy, cfg)
+    info = export_onnx(policy, sum(obs_dims.values()), bounds, out, metadata,
                        recorded_obs=np.concatenate(recorded))
     print(f"exported {out} (parity max abs diff {info['max_abs_diff']:.2e} over {info['num_probes']} observations)")
     print(f"RESULT path={out} max_abs_diff={info['max_abs_diff']:.3e}")

@@ -394,10 +394,19 @@ class TrainConfig:
     """Seeds torch, numpy, python and the envs."""
     device: str = "cpu"
     """Torch device for envs and learner: cpu, cuda, cuda:1, ..."""
+    dataset: Optional[str] = None
+    """Offline learners (``algo=bc``): the D4RL-layout HDF5 file to train on (``ctrl-rl collect`` writes one)."""
 
     def __post_init__(self) -> None:
         _check(self.seed >= 0, "seed", f"must be >= 0, got {self.seed}")
         self.algo.check_env(self.env.num_envs)
+
+    def check_complete(self) -> None:
+        """Keys the defaults leave empty but this run needs (checked once the whole config is composed)."""
+        if getattr(self.algo, "requires_dataset", False):
+            _check(bool(self.dataset), "dataset",
+                   f"algo={self.algo.name} trains from a dataset: pass dataset=<file.hdf5> "
+                   "(record one with `ctrl-rl collect <checkpoint> --output data.hdf5`)")
         _check(self.device == "cpu" or self.device.startswith("cuda") or self.device == "mps", "device",
                f"must be cpu, cuda or cuda:<index> (got '{self.device}')")
 
@@ -405,4 +414,5 @@ class TrainConfig:
 ALGO_SCHEMAS: dict[str, type] = {"ppo": PPOConfig, "sac": SACConfig, "pql": PQLConfig}
 """Algorithm name -> config schema; later learners register here."""
 
-import ctrl_rl.config_onpolicy  # noqa: E402,F401  registers PROPS and FPO (they extend PPOConfig above)
+import ctrl_rl.config_offline  # noqa: E402,F401  registers BC
+import ctrl_rl.config_onpolicy  # noqa: E402,F401  registers PROPS, FPO and residual PPO (they extend PPOConfig above)

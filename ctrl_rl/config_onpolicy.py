@@ -1,4 +1,4 @@
-"""Typed configs of PPO's variants: PROPS and FPO (same runner, storage and update loop).
+"""Typed configs of PPO's variants: PROPS, FPO and residual PPO (same runner, storage and update loop).
 
 Kept apart from ``ctrl_rl/config.py`` only for size; importing ``ctrl_rl.config`` imports this
 module, which adds both to ``ALGO_SCHEMAS``. The conventions are that module's: validated when built,
@@ -8,6 +8,7 @@ every field documented where it is declared.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, List, Optional
 
 from ctrl_rl.config import ALGO_SCHEMAS, PPOConfig, _check, _positive
 
@@ -105,4 +106,51 @@ class FPOConfig(PPOConfig):
                f"must be one of: mean, per_sample (got '{self.ratio_mode}')")
 
 
-ALGO_SCHEMAS.update(props=PROPSConfig, fpo=FPOConfig)
+@dataclass
+class ResidualConfig(PPOConfig):
+    """Residual PPO (ResiP, Ankile et al. 2024): a frozen base policy plus a Gaussian residual
+    actor that sees ``[observation, base action]``; the action is ``a_base + residual_scale * r``.
+    The residual's mean layer starts at exactly zero, so the first policy *is* the base."""
+
+    name: str = "residual"
+    """Algorithm id."""
+    base: str = "zero"
+    """The frozen base: ``zero`` (zero action: on a position-controlled robot task that is the PD
+    stand controller holding the default pose), ``linear`` (a classical controller ``clip(K obs + b)``,
+    e.g. a PD law, from ``base_gain``/``base_bias``), a ctrl_rl checkpoint or run dir (BC, PPO, ...), or an exported
+    ``policy.onnx``. A checkpoint's weights are copied into this run's checkpoints; the path must
+    still exist to evaluate or export it (the base's architecture is read from it)."""
+    base_gain: Optional[List[Any]] = None
+    """``linear`` base: K, one row per action, one column per actor observation (a list of number lists)."""
+    base_bias: Optional[List[float]] = None
+    """``linear`` base: b, one per action (default zeros)."""
+    base_execute: int = 0
+    """A chunking base (BC with ``chunk_size`` k) is asked every this many steps and its chunk
+    executed meanwhile (ResiP: predict 32, execute 8); 0: the whole chunk."""
+    residual_scale: float = 0.1
+    """The residual's output scale (ResiP's 0.1): small corrections around the base."""
+    entropy_coef: float = 0.0
+    """ResiP trains without an entropy bonus."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        p = "algo"
+        _positive(self, p, "residual_scale")
+        _check(self.base_execute >= 0, f"{p}.base_execute",
+               f"must be >= 0 (0: the whole chunk), got {self.base_execute}")
+        _check(bool(self.base), f"{p}.base", "must name a base: zero, linear, a checkpoint/run dir or a policy.onnx")
+        if self.base == "linear":
+            _check(self.base_gain is not None and len(self.base_gain) > 0, f"{p}.base_gain",
+                   "algo.base=linear needs the gain matrix, one row per action, e.g. "
+                   "'algo.base_gain=[[0,-2,-0.5]]'; or set algo.base=<checkpoint|policy.onnx>")
+            _check(all(isinstance(row, (list, tuple)) and all(isinstance(x, (int, float)) for x in row)
+                       for row in self.base_gain), f"{p}.base_gain",
+                   f"must be a list of number lists (one per action), got {self.base_gain}")
+            widths = {len(row) for row in self.base_gain}
+            _check(len(widths) == 1, f"{p}.base_gain", f"rows must have equal length, got lengths {sorted(widths)}")
+            if self.base_bias is not None:
+                _check(len(self.base_bias) == len(self.base_gain), f"{p}.base_bias",
+                       f"needs one entry per gain row ({len(self.base_gain)}), got {len(self.base_bias)}")
+
+
+ALGO_SCHEMAS.update(props=PROPSConfig, fpo=FPOConfig, residual=ResidualConfig)

@@ -66,3 +66,42 @@ def random_policy(env: VecEnv, seed: int) -> Policy:
     g.manual_seed(seed)
     lo, hi = env.action_bounds or (-1.0, 1.0)
     return lambda obs: torch.rand(env.num_envs, env.action_dim, generator=g, device=env.device) * (hi - lo) + lo
+
+
+@torch.no_grad()
+def collect_dataset(env: VecEnv, policy: Policy, steps_per_env: int, seed: int, noise_std: float = 0.0,
+                    actor_obs: tuple[str, ...] = ("policy",)):
+    """Roll ``policy`` (plus Gaussian action noise, clipped to the env's bounds) for
+    ``steps_per_env`` steps in every env and return a D4RL-layout :class:`Dataset`.
+
+    Rows are grouped by env, each env's steps in order, so episodes are contiguous. The
+    episode an env is in when collection stops is marked as a timeout on its last row (it was
+    cut, not terminated: a learner bootstraps it from ``next_observations``).
+    """
+    from ctrl_rl.nets.actor_critic import concat_groups
+    from ctrl_rl.storage.dataset import Dataset
+
+    g = torch.Generator(device=env.device)
+    g.manual_seed(seed)
+    obs = env.reset(seed=seed)
+    cols: dict[str, list[torch.Tensor]] = {k: [] for k in ("obs", "act", "rew", "term", "trunc", "next")}
+    for _ in range(steps_per_env):
+        actions = policy(obs)
+        if noise_std > 0:
+            actions = actions + noise_std * torch.randn(actions.shape, generator=g, device=env.device)
+        if env.action_bounds is not None:
+            actions = actions.clamp(*env.action_bounds)
+        cols["obs"].append(concat_groups(obs, actor_obs))
+        obs, reward, terminated, truncated, info = env.step(actions)
+        nxt = concat_groups(obs, actor_obs)
+        ended = terminated | truncated
+        if "final_obs" in info and bool(ended.any()):
+            nxt = torch.where(ended.unsqueeze(-1), concat_groups(info["final_obs"], actor_obs), nxt)
+        for k, v in (("act", actions), ("rew", reward), ("term", terminated), ("trunc", truncated), ("next", nxt)):
+            cols[k].append(v)
+    # [T, N, ...] -> env-major rows [N * T, ...]
+    arr = {k: torch.stack(v, 1).flatten(0, 1).cpu().numpy() for k, v in cols.items()}
+    trunc = arr["trunc"].reshape(env.num_envs, steps_per_env)
+    trunc[:, -1] |= ~arr["term"].reshape(env.num_envs, steps_per_env)[:, -1]
+    return Dataset(observations=arr["obs"], actions=arr["act"], rewards=arr["rew"], terminals=arr["term"],
+                   timeouts=trunc.reshape(-1), next_observations=arr["next"])

@@ -39,6 +39,35 @@ class ExportedPolicy(nn.Module):
         return actions
 
 
+class _ResidualHead(nn.Module):
+    """A residual actor on ``(obs, base_action)`` (the part of a residual policy torch can export)."""
+
+    def __init__(self, actor: nn.Module):
+        super().__init__()
+        self.actor = actor
+
+    def forward(self, obs: torch.Tensor, base_action: torch.Tensor) -> torch.Tensor:
+        return self.actor(torch.cat([obs, base_action], dim=-1))
+
+
+def _onnx_base_of(actor: nn.Module):
+    """The :class:`~ctrl_rl.nets.residual.OnnxBase` of a residual policy, if it has one."""
+    from ctrl_rl.nets.residual import OnnxBase, ResidualPolicy
+
+    if isinstance(actor, ResidualPolicy) and isinstance(actor.base.policy, OnnxBase):
+        return actor.base.policy
+    return None
+
+
+def _torch_to_onnx(policy: nn.Module, examples: tuple[torch.Tensor, ...], names: list[str], opset: int):
+    batch = torch.export.Dim("batch", min=1, max=1 << 20)
+    program = torch.onnx.export(
+        policy, examples, input_names=names, output_names=["actions"], opset_version=opset,
+        dynamic_shapes=tuple({0: batch} for _ in examples), dynamo=True, external_data=False, verbose=False,
+    )
+    return program.model_proto
+
+
 class ParityError(RuntimeError):
     """The ONNX graph does not reproduce the torch policy; no bundle was written."""
 
@@ -86,15 +115,19 @@ def export_onnx(
     import onnx
 
     policy = ExportedPolicy(actor, action_bounds).cpu().eval()
-    noise_dim = int(getattr(actor, "noise_dim", 0))
-    examples = (torch.zeros(2, obs_dim),) + ((torch.zeros(2, noise_dim),) if noise_dim else ())
-    names = ["obs", "noise"][: len(examples)]
-    batch = torch.export.Dim("batch", min=1, max=1 << 20)
-    program = torch.onnx.export(
-        policy, examples, input_names=names, output_names=["actions"], opset_version=opset,
-        dynamic_shapes=tuple({0: batch} for _ in examples), dynamo=True, external_data=False, verbose=False,
-    )
-    model = program.model_proto
+    onnx_base = _onnx_base_of(actor)
+    if onnx_base is None:
+        noise_dim = int(getattr(actor, "noise_dim", 0))
+        examples = (torch.zeros(2, obs_dim),) + ((torch.zeros(2, noise_dim),) if noise_dim else ())
+        model = _torch_to_onnx(policy, examples, ["obs", "noise"][: len(examples)], opset)
+    else:  # residual on an ONNX base: export the head, splice the base graph in front of it
+        from ctrl_rl.deploy.compose import compose_base_and_head
+
+        noise_dim, action_dim = 0, actor.actor.action_dim
+        head = ExportedPolicy(_ResidualHead(actor.actor), action_bounds).cpu().eval()
+        head_model = _torch_to_onnx(head, (torch.zeros(2, obs_dim), torch.zeros(2, action_dim)),
+                                    ["obs", "base_action"], opset)
+        model = compose_base_and_head(onnx.load(onnx_base.path), head_model)
     for key, value in metadata.items():
         entry = model.metadata_props.add()
         entry.key = key

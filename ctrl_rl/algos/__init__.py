@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-ON_POLICY = ("ppo", "props", "fpo")
+ON_POLICY = ("ppo", "props", "fpo", "residual")
 OFF_POLICY = ("sac", "pql")
+OFFLINE = ("bc",)
 
 
 def make_algorithm(algo_cfg: Any, obs_dims: dict[str, int], action_dim: int, num_envs: int, device: Any,
@@ -26,6 +27,14 @@ def make_algorithm(algo_cfg: Any, obs_dims: dict[str, int], action_dim: int, num
         from ctrl_rl.algos.fpo import FPO
 
         return FPO(algo_cfg, obs_dims, action_dim, num_envs, device, seed=seed)
+    if name == "residual":
+        from ctrl_rl.algos.residual import ResidualPPO
+
+        return ResidualPPO(algo_cfg, obs_dims, action_dim, num_envs, device, seed=seed, action_bounds=action_bounds)
+    if name == "bc":
+        from ctrl_rl.algos.bc import BC
+
+        return BC(algo_cfg, obs_dims, action_dim, device, seed=seed)
     if name == "sac":
         from ctrl_rl.algos.sac import SAC
 
@@ -36,4 +45,4 @@ def make_algorithm(algo_cfg: Any, obs_dims: dict[str, int], action_dim: int, num
 
         return PQL(algo_cfg, obs_dims, action_dim, num_envs, device, seed=seed, action_bounds=action_bounds,
                    inference_only=inference_only)
-    raise ValueError(f"unknown algorithm '{name}'; choose one of: {', '.join(ON_POLICY + OFF_POLICY)}")
+    raise ValueError(f"unknown algorithm '{name}'; choose one of: {', '.join(ON_POLICY + OFF_POLICY + OFFLINE)}")

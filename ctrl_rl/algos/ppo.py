@@ -46,7 +46,7 @@ class PPO:
         self.value_normalizer = (
             EmpiricalNormalizer(1, eps=1e-8, clip=None).to(self.device) if cfg.normalize_value else None
         )
-        actor_dim = sum(obs_dims[g] for g in self.model.actor_obs)
+        actor_dim = self.model.actor_dim
         critic_dim = sum(obs_dims[g] for g in self.model.critic_obs)
         self.storage = RolloutStorage(cfg.num_steps_per_env, num_envs, actor_dim, critic_dim, action_dim, self.device,
                                       extra_shapes=self.extra_storage_shapes(action_dim))

@@ -116,6 +116,8 @@ class ActorCritic(nn.Module):
         super().__init__()
         self.actor_obs, self.critic_obs = resolve_groups(obs_dims, cfg.actor_obs, cfg.critic_obs)
         actor_dim = sum(obs_dims[g] for g in self.actor_obs)
+        self.actor_dim = actor_dim
+        """Width of the actor's input (what rollout storage holds per step)."""
         self.actor = make_actor(actor_dim) if make_actor is not None else GaussianActor(
             actor_dim, action_dim, cfg.actor_hidden, cfg.activation,
             cfg.init_std, cfg.std_type, cfg.min_std, cfg.max_std, cfg.normalize_obs,

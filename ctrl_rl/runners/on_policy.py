@@ -44,7 +44,11 @@ class Runner:
         self.iteration = 0
         self.history: list[dict[str, float]] = []
         self.obs = None
-        self.steps_per_iteration = env.num_envs * cfg.algo.num_steps_per_env
+        self.steps_per_iteration = self.samples_per_iteration()
+
+    def samples_per_iteration(self) -> int:
+        """What one iteration consumes: env steps of all envs (samples of the dataset offline)."""
+        return self.env.num_envs * self.cfg.algo.num_steps_per_env
 
     def learn(self, max_iterations: int | None = None) -> list[dict[str, float]]:
         """Train until ``max_iterations`` completed iterations (a total, not a count to add)."""
@@ -130,7 +134,9 @@ class Runner:
             self._load_replay(path)
         self.history = list(state.get("history", []))
         set_rng_state(state["rng"])
-        if load_env_state and state.get("env_state") is not None and self.env.supports_state:
+        if state.get("obs") is None:  # an offline learner: no episode in flight
+            self.obs = None
+        elif load_env_state and state.get("env_state") is not None and self.env.supports_state:
             self.env.set_state(state["env_state"])
             self.obs = {k: v.to(self.env.device) for k, v in state["obs"].items()}
         else:  # env state not restorable: continue from fresh episodes (not bit-exact)
@@ -150,9 +156,14 @@ class OffPolicyRunner(Runner):
 
 
 def make_runner(env: VecEnv, cfg: TrainConfig, log_dir: Path | None = None) -> Runner:
-    """The runner of ``cfg.algo.name``: PQL has its own (three concurrent roles)."""
-    from ctrl_rl.algos import OFF_POLICY
+    """The runner of ``cfg.algo.name``: PQL has its own (three concurrent roles), offline learners
+    theirs (the env only evaluates)."""
+    from ctrl_rl.algos import OFF_POLICY, OFFLINE
 
+    if cfg.algo.name in OFFLINE:
+        from ctrl_rl.runners.offline import OfflineRunner
+
+        return OfflineRunner(env, cfg, log_dir)
     if cfg.algo.name == "pql":
         from ctrl_rl.runners.pql import PQLRunner
 

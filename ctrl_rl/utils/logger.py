@@ -49,6 +49,12 @@ class EpisodeStats:
             self.log_sums[k] = self.log_sums.get(k, 0.0) + v
         self.log_steps += 1 if info.get("log") else 0
 
+    def add_summary(self, mean_return: float, mean_length: float, count: int = 1) -> None:
+        """Episodes measured elsewhere (an offline learner's evaluation), as their means."""
+        self.ret_sum += mean_return * count
+        self.len_sum += mean_length * count
+        self.count += count
+
     def read(self) -> tuple[float | None, float | None, dict[str, float]]:
         """``(mean_return, mean_length, log_means)``; ``None`` when no episode finished."""
         count = float(self.count)

@@ -1,0 +1,87 @@
+"""Residual PPO (ResiP, Ankile et al. 2024): PPO trains a correction on top of a frozen base.
+
+Everything PPO does is unchanged; the model puts the base in front of the actor
+(:class:`~ctrl_rl.nets.residual.ResidualActorCritic`), so the stored actor input is
+``[obs, a_base]`` and the ratio and KL are those of the composed Gaussian. This module builds
+the base from ``algo.base`` and keeps a chunking base's per-env state across episodes and
+checkpoints.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from ctrl_rl.algos.ppo import PPO
+from ctrl_rl.config_onpolicy import ResidualConfig
+from ctrl_rl.env import Obs
+from ctrl_rl.nets.chunk import ChunkExecutor
+from ctrl_rl.nets.residual import LinearController, OnnxBase, ResidualActorCritic
+
+
+def load_base(cfg: ResidualConfig, obs_dims: dict[str, int], action_dim: int,
+              action_bounds: tuple[float, float] | None) -> nn.Module:
+    """The frozen base ``algo.base`` names, checked against the task's actor observation and actions."""
+    obs_dim = sum(obs_dims[g] for g in cfg.actor_obs if g in obs_dims)
+    if cfg.base in ("zero", "linear"):
+        gain = torch.tensor(cfg.base_gain, dtype=torch.float32) if cfg.base == "linear" else \
+            torch.zeros(action_dim, obs_dim)
+        if gain.shape != (action_dim, obs_dim):
+            raise ValueError(f"algo.base_gain is {tuple(gain.shape)}; this task needs [{action_dim}, {obs_dim}] "
+                             f"(one row per action, one column per observation of groups {list(cfg.actor_obs)})")
+        bias = torch.tensor(cfg.base_bias if cfg.base_bias is not None else [0.0] * action_dim)
+        return LinearController(gain, bias, action_bounds)
+    if cfg.base.endswith(".onnx"):
+        return OnnxBase(cfg.base, obs_dim, action_dim)
+    from ctrl_rl.algos import make_algorithm
+    from ctrl_rl.session import find_checkpoint, load_checkpoint
+
+    path = find_checkpoint(cfg.base)
+    base_cfg, state = load_checkpoint(path)
+    base_obs = {g: state["obs_dims"][g] for g in base_cfg.algo.actor_obs}
+    if base_obs != {g: obs_dims.get(g) for g in base_cfg.algo.actor_obs} or state["action_dim"] != action_dim:
+        raise ValueError(f"base {path} reads {base_obs} and outputs {state['action_dim']} action(s); this task has "
+                         f"{obs_dims} and {action_dim}: train the base on this task")
+    if list(base_cfg.algo.actor_obs) != list(cfg.actor_obs):
+        raise ValueError(f"base {path} reads groups {list(base_cfg.algo.actor_obs)}; set algo.actor_obs to match")
+    alg = make_algorithm(base_cfg.algo, state["obs_dims"], action_dim, 1, "cpu", action_bounds=action_bounds,
+                         inference_only=True)
+    alg.load_state_dict(state["algo"], restore_rng=False)
+    return alg.inference_policy()
+
+
+class ResidualPPO(PPO):
+    """PPO on :class:`ResidualActorCritic`; the base is frozen and never updated."""
+
+    cfg: ResidualConfig
+
+    def __init__(self, cfg: ResidualConfig, obs_dims: dict[str, int], action_dim: int, num_envs: int,
+                 device: torch.device | str, seed: int = 0,
+                 action_bounds: tuple[float, float] | None = (-1.0, 1.0)):
+        self.action_bounds = action_bounds
+        super().__init__(cfg, obs_dims, action_dim, num_envs, device, seed=seed)
+
+    def make_model(self, obs_dims: dict[str, int], action_dim: int) -> ResidualActorCritic:
+        base = load_base(self.cfg, obs_dims, action_dim, self.action_bounds)
+        return ResidualActorCritic(obs_dims, action_dim, self.cfg, ChunkExecutor(base, self.cfg.base_execute))
+
+    @torch.no_grad()
+    def process_step(self, next_obs: Obs, rewards: torch.Tensor, terminated: torch.Tensor,
+                     truncated: torch.Tensor, info: dict[str, Any]) -> None:
+        super().process_step(next_obs, rewards, terminated, truncated, info)
+        self.model.base.reset(terminated | truncated)  # a chunking base replans at each new episode
+
+    def inference_policy(self) -> nn.Module:
+        """Base + residual mean on raw actor observations, with its own chunk state."""
+        return self.model.policy(ChunkExecutor(self.model.base.policy, self.cfg.base_execute))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "base_chunk": self.model.base.state()}
+
+    def load_state_dict(self, state: dict[str, Any], restore_rng: bool = True) -> None:
+        super().load_state_dict(state, restore_rng)
+        if restore_rng and state.get("base_chunk"):  # training resume: where each env is in its chunk
+            self.model.base.load_state({k: v.to(self.device) if v is not None else None
+                                        for k, v in state["base_chunk"].items()})

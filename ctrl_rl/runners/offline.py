@@ -1,0 +1,63 @@
+"""The offline loop: gradient steps on a dataset, with the env used only to evaluate.
+
+An iteration is the learner's ``update()`` (``updates_per_iteration`` minibatch steps); every
+``algo.eval_interval`` iterations (and after the last) the deterministic policy runs one episode
+in each of ``env.num_envs`` envs and the mean return is logged as ``Train/mean_reward``, so an
+offline run's curve reads like an online one. Checkpoints are the online runners': ``ctrl-rl
+eval``, ``export`` and ``--checkpoint`` resume work unchanged (the dataset is reloaded from
+``dataset=``; resume is exact).
+"""
+
+from __future__ import annotations
+
+import time
+
+from ctrl_rl.evaluate import run_episodes
+from ctrl_rl.nets.actor_critic import concat_groups
+from ctrl_rl.runners.on_policy import Runner
+from ctrl_rl.storage.dataset import Dataset
+from ctrl_rl.utils.logger import EpisodeStats, TrainLogger
+
+
+class OfflineRunner(Runner):
+    """Behavior cloning (and later the offline phase of offline-to-online learners)."""
+
+    def __init__(self, env, cfg, log_dir=None):
+        super().__init__(env, cfg, log_dir)
+        self.dataset = Dataset.load_hdf5(cfg.dataset)
+        self.alg.set_dataset(self.dataset)
+
+    def samples_per_iteration(self) -> int:
+        return self.cfg.algo.batch_size * self.cfg.algo.updates_per_iteration
+
+    def evaluate(self) -> tuple[float, float]:
+        """Mean return and length of one deterministic episode per env."""
+        policy, groups = self.alg.inference_policy(), self.alg.model.actor_obs
+        returns, lengths = run_episodes(self.env, lambda obs: policy(concat_groups(obs, groups)),
+                                        seed=self.cfg.seed + 10_000 + self.iteration)
+        return float(returns.mean()), float(lengths.double().mean())
+
+    def learn(self, max_iterations: int | None = None) -> list[dict[str, float]]:
+        total = max_iterations or self.cfg.runner.max_iterations
+        logger = TrainLogger(self.log_dir, total, self.steps_per_iteration, self.iteration, self.history,
+                             progress=self.cfg.runner.progress)
+        interval = self.cfg.algo.eval_interval
+        try:
+            while self.iteration < total:
+                t0 = time.perf_counter()
+                stats = self.alg.update()
+                self.iteration += 1
+                t1 = time.perf_counter()
+                episodes = EpisodeStats(self.env.device)
+                if self.iteration == total or (interval and self.iteration % interval == 0):
+                    episodes.add_summary(*self.evaluate())
+                logger.log_iteration(self.iteration, stats, episodes, time.perf_counter() - t1, t1 - t0)
+                self.history = logger.history
+                if self.log_dir is not None and (
+                    self.iteration % self.cfg.runner.save_interval == 0 or self.iteration == total
+                ):
+                    logger.flush()
+                    self.save(self.log_dir / f"model_{self.iteration}.pt")
+        finally:
+            logger.close()
+        return self.history
