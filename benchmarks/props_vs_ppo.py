@@ -20,6 +20,8 @@ Usage::
     python benchmarks/props_vs_ppo.py --max-iterations 60 --eval-every 2   # to 1M steps, finer
     python benchmarks/props_vs_ppo.py --part sampling    # the sampling-error table (~6 min)
     python benchmarks/props_vs_ppo.py --seeds 1 --max-iterations 4 --eval-every 2   # smoke
+    python benchmarks/props_vs_ppo.py --algos fpo --seeds 1 2 3 --threshold -250 --eval-every 25 \\
+        --max-iterations 300                            # FPO's pendulum result (~15 min)
 """
 
 from __future__ import annotations
@@ -112,12 +114,14 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--override", nargs="*", default=[], help="extra overrides for both learners")
     p.add_argument("--part", choices=("learning", "sampling"), default="learning")
+    p.add_argument("--algos", nargs="+", default=["ppo", "props"],
+                   help="learners to compare (any on-policy one, e.g. fpo); the steps ratio is second/first")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     if args.part == "sampling":
         sampling_part(args.seeds[:3])
         return
-    rows: dict[str, list[dict]] = {"ppo": [], "props": []}
+    rows: dict[str, list[dict]] = {algo: [] for algo in args.algos}
     for seed in args.seeds:
         for algo in rows:
             t = time.perf_counter()
@@ -144,12 +148,13 @@ def main() -> None:
                          "final": mean(r["final"] for r in rs)}
         print(f"| **{algo}** | {len(reached)}/{len(rs)} reached | median **{_fmt(summary[algo]['median'])}**, "
               f"mean {_fmt(summary[algo]['mean'])} | | **{summary[algo]['final']:.1f}** | | | |")
-    ratio = summary["props"]["mean"] / summary["ppo"]["mean"]
-    print(f"\nRESULT task={args.task} seeds={len(args.seeds)} threshold={args.threshold:g} "
-          f"ppo_reached={summary['ppo']['reached']} props_reached={summary['props']['reached']} "
-          f"ppo_mean_steps={summary['ppo']['mean']:.0f} props_mean_steps={summary['props']['mean']:.0f} "
-          f"steps_ratio={ratio:.3f} ppo_final={summary['ppo']['final']:.1f} "
-          f"props_final={summary['props']['final']:.1f}")
+    fields = [f"task={args.task}", f"seeds={len(args.seeds)}", f"threshold={args.threshold:g}"]
+    for algo, sm in summary.items():
+        fields += [f"{algo}_reached={sm['reached']}", f"{algo}_mean_steps={sm['mean']:.0f}",
+                   f"{algo}_final={sm['final']:.1f}"]
+    if len(args.algos) > 1:
+        fields.append(f"steps_ratio={summary[args.algos[1]]['mean'] / summary[args.algos[0]]['mean']:.3f}")
+    print("\nRESULT " + " ".join(fields))
 
 
 if __name__ == "__main__":

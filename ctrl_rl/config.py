@@ -42,7 +42,8 @@ class PPOConfig:
     learning_rate: float = 1e-3
     """Adam step size (the start value when ``schedule=adaptive``)."""
     schedule: str = "adaptive"
-    """``adaptive``: scale lr to keep the policy KL near ``desired_kl`` (rsl_rl); ``fixed``."""
+    """``adaptive``: scale lr to keep the policy KL near ``desired_kl`` (rsl_rl); ``fixed``;
+    ``linear``: anneal from ``learning_rate`` towards 0 over ``runner.max_iterations`` (CleanRL's anneal_lr)."""
     desired_kl: float = 0.01
     """Target KL(π_old || π) per minibatch for the adaptive schedule."""
     min_learning_rate: float = 1e-5
@@ -100,8 +101,8 @@ class PPOConfig:
                f"must be >= 0 (0 turns it off), got {self.sampling_error_steps}")
         _positive(self, p, "sampling_error_interval", "num_steps_per_env", "num_learning_epochs", "num_minibatches",
                   "learning_rate", "desired_kl", "init_std", "min_std", "max_std", "max_grad_norm")
-        _check(self.schedule in ("adaptive", "fixed"), f"{p}.schedule",
-               f"must be one of: adaptive, fixed (got '{self.schedule}')")
+        _check(self.schedule in ("adaptive", "fixed", "linear"), f"{p}.schedule",
+               f"must be one of: adaptive, fixed, linear (got '{self.schedule}')")
         _check(0.0 < self.gamma <= 1.0, f"{p}.gamma", f"must be in (0, 1], got {self.gamma}")
         _check(0.0 <= self.lam <= 1.0, f"{p}.lam", f"must be in [0, 1], got {self.lam}")
         _check(self.clip_param > 0, f"{p}.clip_param", f"must be > 0, got {self.clip_param}")

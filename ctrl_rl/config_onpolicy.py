@@ -71,7 +71,7 @@ class FPOConfig(PPOConfig):
     clip_param: float = 0.05
     """Surrogate clip ε (the paper's 0.05; its Gaussian baseline used 0.3)."""
     schedule: str = "fixed"
-    """Only ``fixed``: the adaptive schedule measures a Gaussian KL, which a flow policy has not."""
+    """``fixed`` or ``linear``; not ``adaptive``: that schedule measures a Gaussian KL, which a flow policy has not."""
     learning_rate: float = 3e-4
     """Adam step size."""
     entropy_coef: float = 0.0
@@ -91,13 +91,23 @@ class FPOConfig(PPOConfig):
     """Clamp of each pair's log-ratio in ``per_sample`` mode."""
     time_features: int = 4
     """Sin/cos frequencies of the time embedding fed to the velocity network."""
+    cfm_target: str = "eps"
+    """What the CFM losses of the ratio measure: ``eps`` (the reference code's default: the error of
+    the implied noise, i.e. the velocity error weighted by (1 - t)²) or ``velocity`` (unweighted)."""
+    cfm_time: str = "uniform"
+    """How each pair's t is drawn: ``uniform`` on (0, 1) (the reference code's default) or ``grid``
+    (the sampler's Euler times 1/K, ..., 1)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         p = "algo"
         _positive(self, p, "flow_steps", "num_cfm_samples", "per_sample_clip", "time_features")
-        _check(self.schedule == "fixed", f"{p}.schedule",
-               f"FPO needs algo.schedule=fixed (got '{self.schedule}'): the adaptive schedule measures a Gaussian KL")
+        _check(self.cfm_target in ("eps", "velocity"), f"{p}.cfm_target",
+               f"must be one of: eps, velocity (got '{self.cfm_target}')")
+        _check(self.cfm_time in ("uniform", "grid"), f"{p}.cfm_time",
+               f"must be one of: uniform, grid (got '{self.cfm_time}')")
+        _check(self.schedule != "adaptive", f"{p}.schedule",
+               "FPO needs algo.schedule=fixed or linear: the adaptive schedule measures a Gaussian KL")
         _check(self.entropy_coef == 0.0, f"{p}.entropy_coef",
                f"FPO has no entropy term: set algo.entropy_coef=0 (got {self.entropy_coef})")
         _check(self.sampling_error_steps == 0, f"{p}.sampling_error_steps",

@@ -8,16 +8,16 @@ import math
 import numpy as np
 import pytest
 import torch
+from ctrl_rl.deploy.runtime import OnnxPolicy
+from ctrl_rl.sims import make_env
 
 from ctrl_rl.algos.bc import gaussian_nll
 from ctrl_rl.commands import evaluate, export, train
 from ctrl_rl.config import ConfigError
 from ctrl_rl.configure import load_train_config
-from ctrl_rl.deploy.runtime import OnnxPolicy
 from ctrl_rl.evaluate import collect_dataset, run_episodes
 from ctrl_rl.nets.chunk import ChunkedActor
 from ctrl_rl.nets.residual import LinearController
-from ctrl_rl.sims import make_env
 
 # a well-tuned PD law on point_mass's [p - target, v]: the source policy (about -20 per episode)
 EXPERT_GAIN = torch.tensor([[-10.0, 0.0, -3.0, 0.0], [0.0, -10.0, 0.0, -3.0]])

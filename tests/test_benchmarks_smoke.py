@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import re
 import subprocess
@@ -86,3 +87,16 @@ def test_props_vs_ppo_runs_tiny() -> None:
     values = dict(kv.split("=", 1) for kv in last.split()[1:])
     assert float(values["ppo_final"]) < 0 and float(values["props_final"]) < 0
     assert "| props | 1 |" in proc.stdout and "| ppo | 1 |" in proc.stdout
+
+
+def test_bc_residual_runs_tiny() -> None:
+    """``benchmarks/bc_residual.py`` at toy sizes: expert, datasets, BC, residual and scratch runs, RESULT parses."""
+    cmd = [sys.executable, str(SCRIPT.parent / "bc_residual.py"), "--seeds", "1", "--expert-iterations", "2",
+           "--bc-iterations", "1", "--residual-iterations", "2", "--envs", "2", "--steps", "50", "--few", "1",
+           "--eval-episodes", "4"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=SCRIPT.parent.parent)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = [line for line in out.stdout.splitlines() if line.startswith("RESULT expert=")]
+    fields = dict(kv.split("=") for kv in result[-1].split()[1:])
+    assert {"expert", "zero", "bc_gaussian", "bc_flow", "bc_few", "residual", "scratch"} <= set(fields)
+    assert all(math.isfinite(float(v)) for v in fields.values())

@@ -55,6 +55,23 @@ def test_cfm_loss_is_the_squared_velocity_error_of_the_straight_path():
     torch.testing.assert_close(exact, torch.zeros(1, 3))
 
 
+def test_eps_target_is_the_implied_noise_error():
+    """``target="eps"``: ε̂ = x_t + (1 - t) v against ε, i.e. the velocity error weighted by (1 - t)²."""
+    actor = _constant_field(0.5)
+    a = torch.tensor([[0.2, -0.4]])
+    eps = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]]])
+    t = torch.tensor([[0.1, 0.5, 1.0]])
+    x_t = t.unsqueeze(-1) * eps + (1 - t.unsqueeze(-1)) * a.unsqueeze(1)
+    eps_hat = x_t + (1 - t.unsqueeze(-1)) * 0.5
+    expected = (eps_hat - eps).square().mean(-1)
+    got = actor.cfm_loss(torch.zeros(1, 3), a, eps, t, target="eps")
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(got, (1 - t) ** 2 * actor.cfm_loss(torch.zeros(1, 3), a, eps, t))
+    assert got[0, 2] == 0.0  # pure noise (t = 1) carries no information about the action
+    with pytest.raises(ValueError, match="choose one of: velocity, eps"):
+        actor.cfm_loss(torch.zeros(1, 3), a, eps, t, target="x0")
+
+
 def test_train_export_runtime_round_trip(tmp_path):
     """Train briefly, export (parity checked with zero and random noise inside export), and the
     torch-free runtime reproduces the flow policy for any noise, zero noise by default."""

@@ -65,6 +65,13 @@ def test_ppo_quadruped_return_rises_on_mujoco_cpu(tmp_path):
 
 
 @pytest.mark.slow
+def test_fpo_pendulum_swingup_reaches_minus_250_within_10M_steps(tmp_path):
+    """FPO's flow policy, deterministic (zero-noise) evaluation; tune/fpo_pendulum.yaml uses 3.3M steps."""
+    result = train_and_evaluate("pendulum", tmp_path, 10_000_000, algo="fpo")
+    assert result["mean_return"] >= -250.0, result
+
+
+@pytest.mark.slow
 def test_props_pendulum_swingup_reaches_minus_200_within_5M_steps(tmp_path):
     """PPO's budget and settings (tune/props_pendulum.yaml extends tune/ppo_pendulum.yaml)."""
     result = train_and_evaluate("pendulum", tmp_path, 5_000_000, algo="props")

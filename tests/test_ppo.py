@@ -109,3 +109,19 @@ def test_asymmetric_actor_critic_uses_privileged_critic_group():
     # explicit groups: both nets on the policy group
     sym = PPO(PPOConfig(critic_obs=["policy"], actor_hidden=[8], critic_hidden=[8]), env.obs_dims, 2, 8, "cpu")
     assert sym.model.critic.net[0].in_features == env.obs_dims["policy"]
+
+
+def test_linear_schedule_anneals_by_update_count():
+    """``schedule=linear``: lr = lr0 (1 - k / K) at update k of K, set before the update's steps."""
+    alg = linear_critic_ppo(schedule="linear", learning_rate=1e-3, num_minibatches=1)
+    with pytest.raises(RuntimeError, match="runner sets PPO.total_updates"):
+        run_two_steps(alg, 0.0, False)
+        alg.update()
+    alg.storage.clear()
+    alg.total_updates = 4
+    seen = []
+    for _ in range(3):
+        run_two_steps(alg, 0.0, False)
+        seen.append(alg.update()["learning_rate"])
+        assert alg.optimizer.param_groups[0]["lr"] == seen[-1]
+    assert seen == pytest.approx([1e-3, 7.5e-4, 5e-4])

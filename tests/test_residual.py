@@ -6,16 +6,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from ctrl_rl.deploy.runtime import OnnxPolicy
+from ctrl_rl.sims import make_env
 
 from ctrl_rl.algos import make_algorithm
 from ctrl_rl.commands import evaluate, export, train
 from ctrl_rl.config import ConfigError
 from ctrl_rl.configure import config_from_dict, load_train_config
-from ctrl_rl.deploy.runtime import OnnxPolicy
 from ctrl_rl.evaluate import run_episodes
 from ctrl_rl.nets.chunk import ChunkedActor, ChunkExecutor
 from ctrl_rl.nets.residual import LinearController
-from ctrl_rl.sims import make_env
 
 WEAK_PD = [[-0.3, 0.0, -0.5, 0.0], [0.0, -0.3, 0.0, -0.5]]  # tune/residual_point_mass.yaml's base
 SMALL = ["env.num_envs=32", "algo.num_steps_per_env=8", "algo.actor_hidden=[32]", "algo.critic_hidden=[32]",

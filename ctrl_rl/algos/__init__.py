@@ -26,7 +26,7 @@ def make_algorithm(algo_cfg: Any, obs_dims: dict[str, int], action_dim: int, num
     if name == "fpo":
         from ctrl_rl.algos.fpo import FPO
 
-        return FPO(algo_cfg, obs_dims, action_dim, num_envs, device, seed=seed)
+        return FPO(algo_cfg, obs_dims, action_dim, num_envs, device, seed=seed, action_bounds=action_bounds)
     if name == "residual":
         from ctrl_rl.algos.residual import ResidualPPO
 

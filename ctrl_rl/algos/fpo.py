@@ -22,9 +22,21 @@ from ctrl_rl.storage.rollout import Minibatch
 
 
 class FPO(PPO):
-    """PPO with a :class:`~ctrl_rl.nets.flow.FlowActor` and the flow-matching likelihood ratio."""
+    """PPO with a :class:`~ctrl_rl.nets.flow.FlowActor` and the flow-matching likelihood ratio.
+
+    Sampled actions are clipped to the env's action bounds before they are stored and scored: the
+    flow learns the action the env executed. Unclipped, nothing stops a bang-bang task's actions
+    from drifting far outside the bounds (pendulum: mean |a| 8.5 after 5M steps), where the CFM
+    losses, and with them the ratio, blow up.
+    """
 
     cfg: FPOConfig
+
+    def __init__(self, cfg: FPOConfig, obs_dims: dict[str, int], action_dim: int, num_envs: int,
+                 device: torch.device | str, seed: int = 0,
+                 action_bounds: tuple[float, float] | None = (-1.0, 1.0)):
+        super().__init__(cfg, obs_dims, action_dim, num_envs, device, seed=seed)
+        self.action_bounds = action_bounds
 
     def make_model(self, obs_dims: dict[str, int], action_dim: int) -> ActorCritic:
         cfg = self.cfg
@@ -45,16 +57,22 @@ class FPO(PPO):
         N, A, n, K = actor_in.shape[0], actor.action_dim, self.cfg.num_cfm_samples, self.cfg.flow_steps
         g, dev = self.generator, self.device
         actions = actor(actor_in, torch.randn(N, A, generator=g, device=dev))
+        if self.action_bounds is not None:
+            actions = actions.clamp(*self.action_bounds)
         eps = torch.randn(N, n, A, generator=g, device=dev)
-        t = torch.randint(1, K + 1, (N, n), generator=g, device=dev).float() / K  # the sampler's time grid
-        loss = actor.cfm_loss(actor_in, actions, eps, t)
+        if self.cfg.cfm_time == "grid":  # the sampler's Euler times
+            t = torch.randint(1, K + 1, (N, n), generator=g, device=dev).float() / K
+        else:
+            t = torch.rand(N, n, generator=g, device=dev)
+        loss = actor.cfm_loss(actor_in, actions, eps, t, self.cfg.cfm_target)
         zeros = torch.zeros_like(actions)
         self.storage.add(actor_in, critic_in, actions, zeros[:, 0], zeros, zeros, cfm_eps=eps, cfm_t=t, cfm_loss=loss)
         return actions
 
     def policy_loss(self, mb: Minibatch) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         cfg = self.cfg
-        cfm_new = self.model.actor.cfm_loss(mb.actor_obs, mb.actions, mb.extra["cfm_eps"], mb.extra["cfm_t"])
+        cfm_new = self.model.actor.cfm_loss(mb.actor_obs, mb.actions, mb.extra["cfm_eps"], mb.extra["cfm_t"],
+                                            cfg.cfm_target)
         log_ratio = fpo_log_ratio(mb.extra["cfm_loss"], cfm_new, cfg.ratio_mode, cfg.per_sample_clip)
         adv = mb.advantages if log_ratio.dim() == 1 else mb.advantages.unsqueeze(-1).expand_as(log_ratio)
         surrogate, clip_frac, approx_kl = ppo_surrogate_loss(log_ratio, torch.zeros_like(log_ratio), adv,

@@ -54,6 +54,7 @@ class PPO:
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
         self.num_updates = 0  # completed updates (checkpointed: schedules keyed on it resume exactly)
+        self.total_updates: int | None = None  # the run's length, set by the runner (``schedule=linear``)
         self.last_sampling_error: float | None = None
 
     def make_model(self, obs_dims: dict[str, int], action_dim: int) -> ActorCritic:
@@ -132,6 +133,8 @@ class PPO:
     def update(self) -> dict[str, float]:
         """PPO epochs over :meth:`training_batch`; returns mean losses and diagnostics."""
         cfg = self.cfg
+        if cfg.schedule == "linear":
+            self._anneal_learning_rate()
         batch = self.training_batch()
         out_pre: dict[str, float] = {}
         if cfg.sampling_error_steps > 0:  # measured on the data before it trains the policy
@@ -168,6 +171,14 @@ class PPO:
         out.update(self.after_update())
         self.num_updates += 1
         return out
+
+    def _anneal_learning_rate(self) -> None:
+        """``lr = learning_rate * (1 - k / K)`` at update k of K (CleanRL's anneal_lr): never 0."""
+        if not self.total_updates:
+            raise RuntimeError("schedule=linear needs the run's length: the runner sets PPO.total_updates")
+        self.learning_rate = self.cfg.learning_rate * max(1.0 - self.num_updates / self.total_updates, 0.0)
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.learning_rate
 
     def after_update(self) -> dict[str, float]:
         """Make room for the next rollout; returns extra stats to log (PROPS trains its behavior policy)."""

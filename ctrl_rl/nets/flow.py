@@ -47,15 +47,24 @@ class FlowActor(nn.Module):
             x = x - dt * self.velocity(obs_n, x, x.new_full(x.shape[:-1], k * dt))
         return x
 
-    def cfm_loss(self, obs: torch.Tensor, actions: torch.Tensor, eps: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        """Per-pair CFM loss ``mean_j (v(obs, x_t, t) - (ε - a))_j²`` -> ``[B, n]``.
+    def cfm_loss(self, obs: torch.Tensor, actions: torch.Tensor, eps: torch.Tensor, t: torch.Tensor,
+                 target: str = "velocity") -> torch.Tensor:
+        """Per-pair CFM loss -> ``[B, n]``.
 
         ``obs [B, O]`` raw, ``actions [B, A]``, ``eps [B, n, A]``, ``t [B, n]``: n (ε, t) pairs per
-        action. Its negative is (up to constants and weighting) a lower bound on log π(a|s),
-        which is what FPO's ratio is built from.
+        action. ``target="velocity"``: ``mean_j (v - (ε - a))_j²``. ``target="eps"``: the error of
+        the noise the velocity implies, ``ε̂ = x_t + (1 - t) v``: ``mean_j (ε̂ - ε)_j² =
+        (1 - t)² mean_j (v - (ε - a))_j²`` (FPO's reference default, which weighs the nearly-pure-noise
+        end t -> 1 down to nothing). Its negative is (up to constants and weighting) a lower bound
+        on log π(a|s), which is what FPO's ratio is built from.
         """
         n = eps.shape[1]
         obs_n = self.normalizer(obs).unsqueeze(1).expand(-1, n, -1)
         a = actions.unsqueeze(1)
         x_t = t.unsqueeze(-1) * eps + (1.0 - t.unsqueeze(-1)) * a
-        return (self.velocity(obs_n, x_t, t) - (eps - a)).square().mean(-1)
+        err = (self.velocity(obs_n, x_t, t) - (eps - a)).square().mean(-1)
+        if target == "eps":
+            return (1.0 - t).square() * err
+        if target != "velocity":
+            raise ValueError(f"unknown CFM target '{target}'; choose one of: velocity, eps")
+        return err
