@@ -53,8 +53,8 @@ class Runner:
     def learn(self, max_iterations: int | None = None) -> list[dict[str, float]]:
         """Train until ``max_iterations`` completed iterations (a total, not a count to add)."""
         total = max_iterations or self.cfg.runner.max_iterations
-        if hasattr(self.alg, "total_updates"):  # learning-rate schedules that run to the end of training
-            self.alg.total_updates = total
+        if hasattr(self.alg, "total_updates"):  # schedules over the configured run, however learn() is chunked
+            self.alg.total_updates = self.cfg.runner.max_iterations
         if self.obs is None:
             self.obs = self.env.reset(seed=self.cfg.seed)
         logger = TrainLogger(self.log_dir, total, self.steps_per_iteration, self.iteration, self.history,
