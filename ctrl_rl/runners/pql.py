@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -258,13 +259,25 @@ class PQLRunner(Runner):
                   "critic": lambda: self._run_learner("critic"), "policy": lambda: self._run_learner("policy")}
         threads = [threading.Thread(target=run, args=(r, bodies[r]), name=f"pql-{r}", daemon=True) for r in ROLES]
         interrupted: BaseException | None = None
+        # Ctrl-C sets a flag instead of raising: a KeyboardInterrupt raised inside threading's own
+        # lock handling (Thread.join, Condition.wait) can leave a lock held and hang the shutdown.
+        sigint = [False]
+        previous = None
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.signal(signal.SIGINT, lambda signum, frame: sigint.__setitem__(0, True))
         try:
             for t in threads:
                 t.start()
-            while any(t.is_alive() for t in threads) and not ctrl.stopped:
+            while any(t.is_alive() for t in threads) and not ctrl.stopped and not sigint[0]:
                 threads[0].join(timeout=0.05)
-        except KeyboardInterrupt as exc:  # only the main thread receives it
+        except KeyboardInterrupt as exc:  # not the main thread, or a handler installed by the caller
             interrupted = exc
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+        if sigint[0]:
+            interrupted = KeyboardInterrupt()
+        if interrupted is not None:
             log.warning("interrupted: stopping the PQL roles")
         ctrl.stop()
         for t in threads:
