@@ -53,11 +53,7 @@ class OfflineRunner(Runner):
                     episodes.add_summary(*self.evaluate())
                 logger.log_iteration(self.iteration, stats, episodes, time.perf_counter() - t1, t1 - t0)
                 self.history = logger.history
-                if self.log_dir is not None and (
-                    self.iteration % self.cfg.runner.save_interval == 0 or self.iteration == total
-                ):
-                    logger.flush()
-                    self.save(self.log_dir / f"model_{self.iteration}.pt")
+                self.checkpoint_if_due(logger, total)
         finally:
             logger.close()
         return self.history

@@ -79,14 +79,17 @@ class Runner:
                 logger.log_iteration(self.iteration, stats, episodes, t1 - t0, t2 - t1)
                 episodes.reset()
                 self.history = logger.history
-                if self.log_dir is not None and (
-                    self.iteration % self.cfg.runner.save_interval == 0 or self.iteration == total
-                ):
-                    logger.flush()
-                    self.save(self.log_dir / f"model_{self.iteration}.pt")
+                self.checkpoint_if_due(logger, total)
         finally:
             logger.close()
         return self.history
+
+    def checkpoint_if_due(self, logger: TrainLogger, total: int) -> None:
+        """``model_<it>.pt`` every ``save_interval`` iterations and at the last (TensorBoard flushed first)."""
+        due = self.iteration % self.cfg.runner.save_interval == 0 or self.iteration == total
+        if self.log_dir is not None and due:
+            logger.flush()
+            self.save(self.log_dir / f"model_{self.iteration}.pt")
 
     def after_collect(self) -> None:
         """Between collection and update (on-policy learners compute returns here)."""
