@@ -19,6 +19,12 @@ from typing import Any
 
 from .transports import TRANSPORTS
 
+SIM2SIM_STATE_TIMEOUT = 0.1
+"""sim2sim's default ``safety.state_timeout`` (s). The simulated robot is a Python process on the
+node's own CPU, so its 500 Hz state stream stalls for tens of ms when the machine is busy (CI on
+2 cores: 25 ms), which the robot default (0.75 control periods = 15 ms at 50 Hz) calls a fault.
+A real robot's driver keeps its rate; ``ctrl-rl deploy node`` keeps the strict default."""
+
 EPILOG = """examples:
   ctrl-rl deploy node --bundle logs/ppo/quadruped_velocity_flat/<run>/exported/policy.onnx
   ctrl-rl deploy node --params configs/deploy/node.yaml --transport rclpy
@@ -101,6 +107,11 @@ def run_sim2sim(args: argparse.Namespace) -> dict[str, Any]:
             names = RobotPolicy(args.bundle).joint_names[::-1]
             args.set = [*(args.set or []), f"command_joint_names=[{','.join(names)}]"]
     args.set = [*(args.set or []), f"command_format={args.command_format}"]
+    from .node import NodeParams
+
+    user_timeout = any(kv.startswith("safety.state_timeout=") for kv in args.set)
+    if not user_timeout and not (args.params and NodeParams.from_yaml(args.params).safety.state_timeout):
+        args.set.insert(0, f"safety.state_timeout={SIM2SIM_STATE_TIMEOUT}")
     bridge = subprocess.Popen(cmd, env=os.environ.copy())
     try:
         time.sleep(0.5)  # let the bridge create its topics (discovery continues in the background)

@@ -29,6 +29,7 @@ def main() -> None:
     ap.add_argument("--policy-seconds", type=float, default=2.0)
     args = ap.parse_args()
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    from ctrl_rl.deploy.cli import SIM2SIM_STATE_TIMEOUT
     from ctrl_rl.deploy.node import DeployNode, NodeParams
     from ctrl_rl.deploy.transports import make_transport
 
@@ -45,7 +46,8 @@ def main() -> None:
 
         robot_order = RobotPolicy(args.bundle).joint_names[::-1]  # the bridge's (the robot driver's) order
         params = NodeParams(bundle=args.bundle, command_format="position_gains", command_joint_names=robot_order,
-                            safety={"stand_up_time": 1.5, "stand_hold_time": 0.3})
+                            safety={"stand_up_time": 1.5, "stand_hold_time": 0.3,
+                                    "state_timeout": SIM2SIM_STATE_TIMEOUT})
         node = DeployNode(params, transport)
         th = threading.Thread(target=node.run, daemon=True)
         th.start()
@@ -68,6 +70,7 @@ def main() -> None:
         out["transitions"] = [(mode.value, why) for _, mode, why in node.safety.transitions]
         out["damping_after_last_state_ms"] = round((damping[0] - t_last) * 1e3, 2) if damping else None
         out["control_period_ms"] = 1e3 / node.rate_hz
+        out["state_timeout_ms"] = 1e3 * node.safety_cfg.state_timeout
         out["status"] = node.status()
     finally:
         transport.close()
