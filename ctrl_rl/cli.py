@@ -15,11 +15,28 @@ EPILOG = """examples:
   ctrl-rl eval latest --episodes 100
   ctrl-rl export latest
   ctrl-rl collect latest --output data.hdf5 --noise 0.1   # a dataset from a policy
+  ctrl-rl collect random task=pendulum --output minari:ctrl_rl/pendulum/random-v0   # Minari, uniform actions
   ctrl-rl train algo=bc dataset=data.hdf5 task=pendulum   # behavior cloning from it
   ctrl-rl train algo=residual algo.base=<bc run dir> task=pendulum   # residual PPO on a frozen base
   ctrl-rl play latest --agent zero                     # sanity-check an MDP without a policy
   ctrl-rl play latest --video out.mp4 --steps 500      # MP4 of env 0 (MuJoCo sims)
   ctrl-rl deploy sim2sim <run>/exported/policy.onnx    # the ROS 2 node against a MuJoCo robot
+"""
+
+
+COLLECT_HELP = """Roll policies in parallel envs and write an offline dataset: D4RL-layout HDF5 or Minari.
+
+Levels as in D4RL. medium-replay approximates a run's replay buffer up to that checkpoint by its
+saved checkpoints, each collecting an equal share of the steps. Provenance (task, level, policy
+per segment, noise, seed) is stored with the data.
+
+examples:
+  ctrl-rl collect latest --output expert.hdf5 --level expert --noise 0.1
+  ctrl-rl collect logs/ppo/pendulum/<run>/model_50.pt --level medium --output minari:ctrl_rl/pendulum/medium-v0
+  ctrl-rl collect random task=pendulum --output random.hdf5
+  ctrl-rl collect logs/ppo/pendulum/<run> --level medium-replay --output replay.hdf5
+  ctrl-rl collect --mix random=0.3,expert:latest=0.7 --output mixed.hdf5
+  ctrl-rl collect <run>/exported/policy.onnx --output bundle.hdf5   # the task comes from the bundle
 """
 
 
@@ -88,10 +105,14 @@ def cmd_export(args: argparse.Namespace, overrides: list[str]) -> None:
 
 
 def cmd_collect(args: argparse.Namespace, overrides: list[str]) -> None:
+    from pathlib import Path
+
     from ctrl_rl.commands import collect
 
-    collect(args.checkpoint, overrides, args.output, steps=args.steps, envs=args.envs, noise=args.noise,
-            seed=args.seed)
+    if args.policy and "=" in args.policy and not Path(args.policy).exists():  # `collect task=X --level random`
+        overrides, args.policy = [args.policy, *overrides], None
+    collect(args.policy, overrides, args.output, steps=args.steps, envs=args.envs, noise=args.noise,
+            seed=args.seed, level=args.level, mix=args.mix, fmt=args.format)
 
 
 def cmd_list(args: argparse.Namespace, overrides: list[str]) -> None:
@@ -135,13 +156,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", default=None, help="default: <run dir>/exported/policy.onnx")
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("collect", help="roll a policy and write a D4RL-layout HDF5 dataset (for algo=bc)")
-    p.add_argument("checkpoint", help="'latest', a run directory or a model_<it>.pt")
-    p.add_argument("--output", required=True, help="the .hdf5 file to write")
-    p.add_argument("--steps", type=int, default=1000, help="steps per env")
+    p = sub.add_parser("collect", help="roll policies and write an offline dataset (D4RL HDF5 or Minari)",
+                       description=COLLECT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("policy", nargs="?", default=None,
+                   help="'latest', a run directory, a model_<it>.pt, an exported policy.onnx, or 'random'")
+    p.add_argument("--output", required=True,
+                   help="a .hdf5/.h5 file, or minari:<namespace>/<name>-vN (written under $MINARI_DATASETS_PATH, "
+                        "default ~/.minari/datasets)")
+    p.add_argument("--format", choices=("hdf5", "minari"), default=None, help="default: from --output's name")
+    p.add_argument("--level", choices=("random", "medium", "expert", "medium-replay", "mixed"), default=None,
+                   help="D4RL level: random = uniform actions (no policy; task=...), medium/expert = the given "
+                        "policy (you choose which checkpoint is which), medium-replay = every model_*.pt of the "
+                        "policy's run in order, an equal share of steps each, mixed = --mix")
+    p.add_argument("--mix", default=None, metavar="SPEC=FRACTION,...",
+                   help="concatenate segments by fraction of the steps, e.g. random=0.3,expert:latest=0.7; SPEC "
+                        "is random, a policy (optionally level:policy) or medium-replay:<run>")
+    p.add_argument("--steps", type=int, default=1000, help="steps per env (over all segments)")
     p.add_argument("--envs", type=int, default=16, help="parallel envs (transitions = envs x steps)")
-    p.add_argument("--noise", type=float, default=0.0, help="std of Gaussian noise added to the policy's actions")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--noise", type=float, default=0.0,
+                   help="std of Gaussian noise added to the policies' actions (not to random ones)")
+    p.add_argument("--seed", type=int, default=0, help="env and noise seed (segment i uses seed + i)")
     p.set_defaults(func=cmd_collect)
 
     sub.add_parser("deploy", help="run the deploy node or sim2sim (`ctrl-rl deploy --help`)", add_help=False)

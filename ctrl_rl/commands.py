@@ -67,7 +67,7 @@ def train(overrides: list[str], checkpoint: str | None = None, print_cfg: bool =
     if path is not None:
         run_dir = path.parent
         runner.load(path)
-        print(f"resuming {path} at iteration {runner.iteration} -> {cfg.runner.max_iterations}")
+        print(f"resuming {path} at iteration {runner.iteration} -> {runner.total_iterations()}")
         write_params(run_dir, cfg, overrides, prefix=f"resume_{runner.iteration}_")
     else:
         run_dir = new_run_dir(cfg)
@@ -75,7 +75,7 @@ def train(overrides: list[str], checkpoint: str | None = None, print_cfg: bool =
               f"{cfg.device}) -> {run_dir}")
         write_params(run_dir, cfg, overrides)
     runner.log_dir = run_dir
-    runner.learn(cfg.runner.max_iterations)
+    runner.learn()
     print(f"done: {run_dir} (learning_curve.png, metrics.csv, model_{runner.iteration}.pt)")
     return run_dir
 
@@ -279,23 +279,15 @@ def _check_exportable(policy: torch.nn.Module, cfg: TrainConfig) -> None:
                              "algo.base_execute=1")
 
 
-def collect(spec: str, overrides: list[str], output: str, steps: int = 1000, envs: int = 16, noise: float = 0.0,
-            seed: int = 0) -> Path:
-    """Roll the checkpoint's deterministic policy (plus Gaussian ``noise``) and write a D4RL HDF5 dataset."""
-    from ctrl_rl.evaluate import collect_dataset
+def collect(spec: str | None, overrides: list[str], output: str, steps: int = 1000, envs: int = 16,
+            noise: float = 0.0, seed: int = 0, level: str | None = None, mix: str | None = None,
+            fmt: str | None = None) -> str:
+    """Roll a policy (checkpoint, exported bundle, random, or a D4RL-style level/mixture) plus Gaussian
+    ``noise`` and write a D4RL HDF5 or Minari dataset; see :mod:`ctrl_rl.collect`."""
+    from ctrl_rl.collect import collect as collect_levels
 
-    if steps <= 0 or envs <= 0 or noise < 0:
-        raise ValueError(f"--steps and --envs must be > 0 and --noise >= 0 (got {steps}, {envs}, {noise})")
-    cfg, path, alg, state = _load_policy(spec, overrides)
-    env = _checked_env(cfg, state, envs, seed)
-    data = collect_dataset(env, _policy_fn(alg), steps, seed, noise, tuple(alg.model.actor_obs))
-    out = data.save_hdf5(output, attrs={"task": cfg.task.name, "sim": cfg.sim.name, "policy": str(path),
-                                        "noise_std": noise, "seed": seed, "obs_groups": ",".join(alg.model.actor_obs)})
-    returns = data.episode_returns()
-    print(f"collected {len(data)} transitions ({len(returns)} episodes, {envs} envs x {steps} steps, noise {noise}) "
-          f"-> {out}")
-    print(f"RESULT path={out} transitions={len(data)} episodes={len(returns)} mean_episode_return={returns.mean():.4f}")
-    return out
+    return collect_levels(spec, overrides, output, steps=steps, envs=envs, noise=noise, seed=seed, level=level,
+                          mix=mix, fmt=fmt)
 
 
 def export(spec: str, overrides: list[str], output: str | None = None) -> Path:

@@ -396,7 +396,10 @@ class TrainConfig:
     device: str = "cpu"
     """Torch device for envs and learner: cpu, cuda, cuda:1, ..."""
     dataset: Optional[str] = None
-    """Offline learners (``algo=bc``): the D4RL-layout HDF5 file to train on (``ctrl-rl collect`` writes one)."""
+    """Learners that train from data (``algo=bc``, ``algo=uni_o4``): a D4RL-layout ``.hdf5`` file,
+    ``minari:<namespace>/<name>-vN`` (or a Minari dataset directory), or robot logs
+    ``robotlogs:<dir>?reward=module:function`` (``ctrl_rl/storage/formats.py``); ``ctrl-rl collect``
+    writes the first two."""
 
     def __post_init__(self) -> None:
         _check(self.seed >= 0, "seed", f"must be >= 0, got {self.seed}")
@@ -406,7 +409,8 @@ class TrainConfig:
         """Keys the defaults leave empty but this run needs (checked once the whole config is composed)."""
         if getattr(self.algo, "requires_dataset", False):
             _check(bool(self.dataset), "dataset",
-                   f"algo={self.algo.name} trains from a dataset: pass dataset=<file.hdf5> "
+                   f"algo={self.algo.name} trains from a dataset: pass "
+                   "dataset=<file.hdf5 | minari:<id> | robotlogs:<dir>> "
                    "(record one with `ctrl-rl collect <checkpoint> --output data.hdf5`)")
         _check(self.device == "cpu" or self.device.startswith("cuda") or self.device == "mps", "device",
                f"must be cpu, cuda or cuda:<index> (got '{self.device}')")

@@ -1,4 +1,5 @@
-"""Typed configs of the learners that train from a dataset (``dataset=<file>``): behavior cloning.
+"""Typed configs of the learners that train from a dataset (``dataset=<file>``): behavior cloning
+and Uni-O4 (offline, then online PPO).
 
 Same conventions as ``ctrl_rl/config.py`` (validated when built, every field documented where it
 is declared); importing ``ctrl_rl.config`` registers them in ``ALGO_SCHEMAS``.
@@ -9,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, List
 
-from ctrl_rl.config import ALGO_SCHEMAS, _check, _positive
+from ctrl_rl.config import ALGO_SCHEMAS, PPOConfig, _check, _positive
 
 BC_HEADS = ("gaussian", "flow")
 
@@ -86,3 +87,126 @@ class BCConfig:
 
 
 ALGO_SCHEMAS.update(bc=BCConfig)
+
+
+@dataclass
+class UniO4Config(PPOConfig):
+    """Uni-O4 (Lei et al., ICLR 2024): offline phase on ``dataset=``, then PPO online from its result.
+
+    Offline (``pretrain_iterations + improve_iterations`` iterations of ``updates_per_iteration``
+    gradient steps, no env steps): an ensemble of Gaussian policies is cloned from the data,
+    Q and V are fitted by IQL's expectile regression and a dynamics ensemble by likelihood; then
+    each policy takes BPPO steps (PPO-clip on ``A = Q - V`` of actions its last accepted policy
+    samples), and every iteration a policy's step is accepted only if its offline policy
+    evaluation score (mean Q along rollouts in the dynamics model) beats its best. Online: the
+    accepted policy with the best score among the top candidates (by one deterministic episode
+    each) and the offline V start PPO (``runner.max_iterations`` more iterations) with Uni-O4's
+    conservative settings below. The PPO fields are the online phase's.
+    """
+
+    requires_dataset: ClassVar[bool] = True
+
+    name: str = "uni_o4"
+    # --- online PPO (Uni-O4's fine-tuning defaults) ---
+    learning_rate: float = 2e-5
+    """Online actor step size (low: fine-tune, do not relearn)."""
+    critic_learning_rate: float = 2e-4
+    """Online critic step size (the offline V needs to move to the new policy's values faster)."""
+    schedule: str = "fixed"
+    """Online learning-rate schedule: only ``fixed`` (the two step sizes above)."""
+    clip_param: float = 0.05
+    """Online PPO clip (small: the first updates stay near the offline policy)."""
+    entropy_coef: float = 0.0
+    """Online entropy bonus (none: the offline std is the exploration)."""
+    actor_hidden: List[int] = field(default_factory=lambda: [256, 256])
+    """Policy MLP hidden sizes (offline ensemble and online actor)."""
+    critic_hidden: List[int] = field(default_factory=lambda: [256, 256])
+    """V hidden sizes (offline V, then the online critic)."""
+    std_type: str = "state_dependent"
+    """Policy std: state-dependent (cloned from heteroscedastic data) or ``scalar``."""
+    min_std: float = 1e-2
+    """Lower bound of the policy std."""
+    online_update_normalizer: bool = False
+    """Keep updating the observation normalizer online; false keeps the dataset's statistics, so
+    the online phase starts from exactly the offline policy's function."""
+    # --- offline phase ---
+    num_policies: int = 4
+    """Ensemble size K (cloned policies, each improved on its own)."""
+    bc_alpha: float = 0.1
+    """Weight α of the ensemble BC disagreement term ``-α (log π_i - max_{j≠i} log π_j)``."""
+    bc_learning_rate: float = 1e-3
+    """Behavior cloning step size."""
+    value_learning_rate: float = 3e-4
+    """Q and V step size (IQL)."""
+    expectile: float = 0.7
+    """τ of V's expectile regression on Q: 0.5 = the behavior policy's values (SARSA-style), 0.7 = IQL."""
+    target_tau: float = 0.005
+    """Polyak rate of the target Q."""
+    q_hidden: List[int] = field(default_factory=lambda: [256, 256])
+    """Q hidden sizes (two Q networks, the minimum is used)."""
+    batch_size: int = 512
+    """Dataset rows per offline gradient step."""
+    updates_per_iteration: int = 100
+    """Gradient steps per offline iteration; during improvement, one OPE round per iteration."""
+    pretrain_iterations: int = 100
+    """Offline iterations of BC, Q/V and dynamics training."""
+    improve_iterations: int = 20
+    """Offline iterations of BPPO improvement with OPE acceptance."""
+    bppo_learning_rate: float = 1e-4
+    """BPPO step size."""
+    bppo_clip: float = 0.25
+    """BPPO clip at the first improvement step, decaying linearly to 0 over the improvement."""
+    omega: float = 0.7
+    """Asymmetric advantage weight: ω for A > 0, 1 - ω otherwise (0.5 = off)."""
+    bppo_entropy_coef: float = 0.0
+    """Entropy bonus of the BPPO steps."""
+    dynamics_members: int = 7
+    """Dynamics ensemble size."""
+    dynamics_elites: int = 5
+    """Members with the lowest held-out error used for OPE rollouts."""
+    dynamics_hidden: List[int] = field(default_factory=lambda: [200, 200, 200])
+    """Dynamics model hidden sizes."""
+    dynamics_learning_rate: float = 1e-3
+    """Dynamics model step size."""
+    ope_horizon: int = 20
+    """Model rollout length of one OPE score."""
+    ope_states: int = 1000
+    """Start states (drawn from the dataset) of one OPE score."""
+    dataset_device_mb: float = -1.0
+    """Device memory the dataset may take (MB); larger datasets stay in host memory and stream to
+    the device batch by batch (``DeviceSampler``). -1: half the free CUDA memory, unlimited on CPU."""
+    eval_interval: int = 10
+    """Offline phase: evaluate (one deterministic episode per env) every this many iterations; 0 = never."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        p = "algo"
+        _positive(self, p, "critic_learning_rate", "num_policies", "bc_learning_rate", "value_learning_rate",
+                  "target_tau", "batch_size", "updates_per_iteration", "pretrain_iterations", "bppo_learning_rate",
+                  "bppo_clip", "dynamics_members", "dynamics_elites", "dynamics_learning_rate", "ope_horizon",
+                  "ope_states")
+        _check(self.improve_iterations >= 0, f"{p}.improve_iterations", "must be >= 0 (0: BC only)")
+        _check(self.schedule == "fixed", f"{p}.schedule",
+               f"uni_o4 fine-tunes at fixed step sizes (algo.learning_rate / algo.critic_learning_rate); "
+               f"got '{self.schedule}': use algo.schedule=fixed")
+        _check(not self.normalize_value, f"{p}.normalize_value",
+               "the online critic starts as the offline V, which predicts raw returns: keep algo.normalize_value=false")
+        _check(0.0 < self.expectile < 1.0, f"{p}.expectile", f"must be in (0, 1), got {self.expectile}")
+        _check(0.0 < self.omega < 1.0, f"{p}.omega", f"must be in (0, 1), got {self.omega}")
+        _check(self.bc_alpha >= 0 and self.bppo_entropy_coef >= 0, f"{p}.bc_alpha",
+               "algo.bc_alpha and algo.bppo_entropy_coef must be >= 0")
+        _check(self.dynamics_elites <= self.dynamics_members, f"{p}.dynamics_elites",
+               f"must not exceed algo.dynamics_members={self.dynamics_members}")
+        _check(self.eval_interval >= 0, f"{p}.eval_interval", f"must be >= 0, got {self.eval_interval}")
+        if self.critic_obs is None:
+            self.critic_obs = list(self.actor_obs)
+        _check(list(self.critic_obs) == list(self.actor_obs), f"{p}.critic_obs",
+               "Q and V learn from the dataset's observations (the actor's groups): "
+               f"set algo.critic_obs={list(self.actor_obs)} or leave it null")
+
+    @property
+    def offline_iterations(self) -> int:
+        return self.pretrain_iterations + self.improve_iterations
+
+
+ALGO_SCHEMAS.update(uni_o4=UniO4Config)

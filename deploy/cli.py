@@ -29,6 +29,7 @@ EPILOG = """examples:
   ctrl-rl deploy node --bundle logs/ppo/quadruped_velocity_flat/<run>/exported/policy.onnx
   ctrl-rl deploy node --params configs/deploy/node.yaml --transport rclpy
   ctrl-rl deploy sim2sim logs/.../exported/policy.onnx --duration 20 --cmd-vel 0.5 0 0
+  ctrl-rl deploy node --params configs/deploy/node.yaml --record logs/robot   # + episode logs
 """
 
 
@@ -40,6 +41,8 @@ def _node_params(args: argparse.Namespace):
         values = NodeParams.from_yaml(args.params).flat()
     if args.bundle:
         values["bundle"] = str(args.bundle)
+    if args.record:
+        values["record_dir"] = str(args.record)
     for kv in args.set or []:
         key, sep, raw = kv.partition("=")
         if not sep:
@@ -68,6 +71,8 @@ def run_node(args: argparse.Namespace) -> dict[str, Any]:
         values = transport.declare_parameters(params.flat())
         if args.bundle:  # the command line wins over a params file's `bundle`
             values["bundle"] = str(args.bundle)
+        if args.record:
+            values["record_dir"] = str(args.record)
         params = NodeParams.from_dict(values)
     node = DeployNode(params, transport)
     try:
@@ -149,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="dds: plain DDS (cyclonedds) in ROS 2's wire format; rclpy: ROS 2")
         p.add_argument("--namespace", default="", help="ROS namespace of every topic")
         p.add_argument("--duration", type=float, default=None, help="seconds (default: until Ctrl-C)")
+        p.add_argument("--record", default=None, metavar="DIR",
+                       help="write one robot log (HDF5) per policy episode into DIR (parameter record_dir)")
         if name == "sim2sim":
             p.add_argument("--robot", default="ctrl_quad")
             p.add_argument("--state-rate", type=float, default=500.0, help="JointState/Imu rate (Hz)")

@@ -27,6 +27,7 @@ import numpy as np
 from ctrl_rl.robots.terms import projected_gravity
 
 from . import messages as m
+from .recorder import EpisodeRecorder, episode_end
 from .robot_policy import RobotPolicy, joint_index_map
 from .safety import Mode, SafetyConfig, SafetyStateMachine, find_fault
 from .stats import LatencyStats, LoopTimer
@@ -66,6 +67,10 @@ class NodeParams:
     scheduling. Needs root or an rtprio limit (``ulimit -r``); refused with a warning otherwise."""
     status_topic: str = "ctrl_rl/status"
     """``std_msgs/String`` JSON: mode, fault, counters, latency percentiles (2 Hz and on change)."""
+    record_dir: str = ""
+    """Write one robot log (HDF5: the observations the policy consumed, its raw actions, timestamps,
+    raw signals; ``ctrl_rl.storage.robot_log``) per policy-mode episode into this directory, for
+    offline RL on robot data; "" = off (no cost). Needs h5py. Written off the control thread."""
     safety: SafetyConfig = field(default_factory=SafetyConfig)
 
     def __post_init__(self) -> None:
@@ -167,6 +172,8 @@ class DeployNode:
         self._stop = threading.Event()
         self.log_period = 10.0
         """Seconds between latency log lines."""
+        self.recorder = None if not params.record_dir else EpisodeRecorder(params.record_dir, self._log_attrs())
+        """Episode recording (``record_dir``); None = off."""
         self._publish_cmd = transport.publisher(params.joint_command_topic, m.Float64MultiArray)
         self._publish_status = transport.publisher(params.status_topic, m.String)
         # Robot state: best effort (a lost sample is skipped; reliable delivery would hold every later
@@ -279,11 +286,10 @@ class DeployNode:
                 self.policy.reset()
         t1 = time.perf_counter_ns()
         lat.add("read", t1 - t0)
-        targets = None
+        targets = obs = actions = signals = None
         if mode == Mode.POLICY:
-            command = cmd[0] if cmd is not None else np.zeros(3)
-            obs = self.policy.observation({"imu_quat": imu[0], "imu_gyro": gyro, "joint_pos": pos,
-                                           "joint_vel": vel, "command": command})
+            signals = self._signals(joints, imu, cmd)
+            obs = self.policy.observation(signals)
             t2 = time.perf_counter_ns()
             actions = self.policy.policy(obs)
             t3 = time.perf_counter_ns()
@@ -299,9 +305,37 @@ class DeployNode:
             self._publish_cmd(data)
             self.counters["published"] += 1
         lat.add("publish", time.perf_counter_ns() - t4)
+        if self.recorder is not None:  # after the command is out: recording never delays it
+            if obs is not None:
+                self.recorder.step(obs, actions, now, {**signals, "projected_gravity": grav, "state_age": state_age})
+            elif before == Mode.POLICY and self.recorder.active:  # leaving policy mode ends the episode
+                self._end_episode(now, *episode_end(self.safety.fault), joints, imu, cmd)
         if mode != before or now - self._last_status >= 0.5:
             self.publish_status()
         return mode
+
+    @staticmethod
+    def _signals(joints: tuple, imu: tuple, cmd: tuple | None) -> dict[str, np.ndarray]:
+        """The robot signals of the observation terms (policy joint order)."""
+        command = cmd[0] if cmd is not None else np.zeros(3)
+        return {"imu_quat": imu[0], "imu_gyro": imu[1], "joint_pos": joints[0], "joint_vel": joints[1],
+                "command": command}
+
+    def _log_attrs(self) -> dict[str, Any]:
+        meta = self.policy.policy.metadata
+        return {"bundle": str(Path(self.params.bundle).resolve()) if self.params.bundle else "",
+                "rate_hz": self.rate_hz, "joint_names": list(self.policy.joint_names),
+                "obs_terms": meta.get("obs_terms", []), "command_format": self.params.command_format,
+                **{k: meta[k] for k in ("task", "robot", "config_hash", "control_dt", "action_scale") if k in meta}}
+
+    def _end_episode(self, now: float, end: str, terminal: bool, joints: tuple, imu: tuple, cmd: tuple | None) -> None:
+        """Close the recorded episode with the observation after its last action, from the latest
+        signals (the one the next policy tick would have consumed)."""
+        signals = self._signals(joints, imu, cmd)
+        obs = self.policy.observation(signals)
+        grav = projected_gravity({"imu_quat": imu[0]})
+        age = now - min(joints[2], imu[2])
+        self.recorder.end(obs, end, terminal, now, {**signals, "projected_gravity": grav, "state_age": age})
 
     def _pack(self, position: np.ndarray, kp: np.ndarray, kd: np.ndarray) -> m.Float64MultiArray:
         idx, n = self.out_index, len(self.out_index)
@@ -314,7 +348,8 @@ class DeployNode:
         return {"mode": self.safety.mode.value, "fault": self.safety.fault, **self.counters,
                 "last_rejection": self.last_rejection, "ticks": self.timer.ticks,
                 "deadline_misses": self.timer.misses, "rate_hz": self.rate_hz,
-                "latency_us": self.latency.summary(), "period_error_ms": self.timer.summary()}
+                "latency_us": self.latency.summary(), "period_error_ms": self.timer.summary(),
+                "recording": self.recorder.status() if self.recorder is not None else None}
 
     def publish_status(self) -> None:
         self._last_status = time.monotonic()
@@ -333,14 +368,25 @@ class DeployNode:
             set_realtime_priority(self.params.realtime_priority)
         self.timer.start()
         next_log = time.monotonic() + self.log_period
-        while not self._stop.is_set() and time.perf_counter() < end:
-            self.tick()
-            if time.monotonic() >= next_log:
-                next_log += self.log_period
-                self._log_latency()
-            self.timer.wait()
+        try:
+            while not self._stop.is_set() and time.perf_counter() < end:
+                self.tick()
+                if time.monotonic() >= next_log:
+                    next_log += self.log_period
+                    self._log_latency()
+                self.timer.wait()
+        finally:  # Ctrl-C included: the open episode ends "stopped" and every episode reaches the disk
+            if self.recorder is not None:
+                self._stop_recording()
         self.publish_status()
         return self.status()
+
+    def _stop_recording(self) -> None:
+        if self.recorder.active:
+            with self._lock:
+                joints, imu, cmd = self._joints, self._imu, self._cmd
+            self._end_episode(time.monotonic(), "stopped", False, joints, imu, cmd)
+        self.recorder.flush()
 
     def _log_latency(self) -> None:
         lat = self.latency.summary()

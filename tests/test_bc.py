@@ -89,7 +89,7 @@ def test_bc_resume_is_exact(tmp_path, expert_data):
 
 
 def test_config_and_dataset_errors_name_the_fix(tmp_path, expert_data):
-    with pytest.raises(ConfigError, match="dataset: algo=bc trains from a dataset: pass dataset=<file.hdf5>"):
+    with pytest.raises(ConfigError, match="dataset: algo=bc trains from a dataset: pass dataset=<file.hdf5 "):
         load_train_config(["algo=bc", "task=point_mass"])
     with pytest.raises(ConfigError, match="algo.head: must be one of: gaussian, flow"):
         load_train_config(["algo=bc", "algo.head=diffusion", f"dataset={expert_data}"])

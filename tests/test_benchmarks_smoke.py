@@ -100,3 +100,17 @@ def test_bc_residual_runs_tiny() -> None:
     fields = dict(kv.split("=") for kv in result[-1].split()[1:])
     assert {"expert", "zero", "bc_gaussian", "bc_flow", "bc_few", "residual", "scratch"} <= set(fields)
     assert all(math.isfinite(float(v)) for v in fields.values())
+
+
+def test_uni_o4_runs_tiny() -> None:
+    """``benchmarks/uni_o4.py`` at toy sizes: behavior PPO, dataset, BC, Uni-O4 both phases, PPO; RESULT parses."""
+    cmd = [sys.executable, str(SCRIPT.parent / "uni_o4.py"), "--seeds", "1", "--behavior-iterations", "2",
+           "--envs", "4", "--steps", "300", "--bc-iterations", "1", "--online-iterations", "2", "--eval-every", "1",
+           "--eval-episodes", "4", "--override", "algo.pretrain_iterations=1", "algo.improve_iterations=1",
+           "algo.updates_per_iteration=5", "--override-all", "env.num_envs=16"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=SCRIPT.parent.parent)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = [line for line in out.stdout.splitlines() if line.startswith("RESULT task=pendulum")]
+    fields = dict(kv.split("=") for kv in result[-1].split()[1:])
+    assert {"behavior_det", "bc", "uni_o4_offline", "ppo_final", "collapses", "fewer_steps"} <= set(fields)
+    assert math.isfinite(float(fields["uni_o4_offline"])) and math.isfinite(float(fields["bc"]))

@@ -1,5 +1,6 @@
 """D4RL-layout datasets: HDF5 round trip, validation errors, chunk targets and returns by hand,
-and collection from a vectorized env (episode layout, timeouts, true final observations)."""
+collection from a vectorized env (episode layout, timeouts, true final observations), and
+uniform minibatches on a device (resident or streamed from the host)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from ctrl_rl.sims import make_env
 
 from ctrl_rl.evaluate import collect_dataset
 from ctrl_rl.storage.dataset import Dataset, DatasetError, read_attrs
+from ctrl_rl.storage.sampler import DeviceSampler, device_bytes
 
 
 def _small(n: int = 7) -> Dataset:
@@ -89,3 +91,58 @@ def test_collect_groups_episodes_by_env_and_keeps_true_final_observations():
         obs, r, *_ = env2.step(acts[:, t])
         total += r
     np.testing.assert_allclose(data.episode_returns()[[0, 2, 4]], total.numpy(), rtol=1e-5)
+
+
+def _indexed(n: int = 50, next_obs: bool = True) -> Dataset:
+    """Row i holds i in every column, so a sampled row names itself."""
+    i = np.arange(n, dtype=np.float32)
+    return Dataset(observations=np.stack([i, -i], 1), actions=i[:, None], rewards=i, terminals=i % 7 == 0,
+                   timeouts=i % 5 == 0, next_observations=np.stack([i + 0.5, -i], 1) if next_obs else None)
+
+
+def test_device_bytes_is_the_documented_formula():
+    data = _indexed(50)  # obs_dim 2, action_dim 1: 4 * 50 * (2*2 + 1 + 1) + 2 * 50
+    assert device_bytes(data) == 4 * 50 * (2 * 2 + 1 + 1) + 2 * 50 == 1300
+    assert device_bytes(_indexed(50, next_obs=False)) == 1300 - 4 * 50 * 2
+
+
+def test_sampler_batches_are_rows_of_the_dataset_and_the_same_resident_or_streaming():
+    data = _indexed()
+    resident = DeviceSampler(data, "cpu", generator=torch.Generator().manual_seed(3))
+    streaming = DeviceSampler(data, "cpu", max_device_bytes=1299, generator=torch.Generator().manual_seed(3))
+    assert resident.resident and not streaming.resident and not streaming.pinned
+    assert DeviceSampler(data, "cpu", max_device_bytes=1300).resident  # exactly fits
+    for a, b in zip(resident.batches(16, 5), streaming.batches(16, 5), strict=True):
+        assert a.keys() == b.keys() == {"observations", "actions", "rewards", "terminals", "timeouts",
+                                        "next_observations"}
+        for k in a:
+            assert torch.equal(a[k], b[k]), k
+        rows = a["rewards"].long()
+        torch.testing.assert_close(a["observations"], torch.stack([rows.float(), -rows.float()], 1))
+        torch.testing.assert_close(a["actions"][:, 0], rows.float())
+        torch.testing.assert_close(a["next_observations"][:, 0], rows.float() + 0.5)
+        assert torch.equal(a["terminals"], rows % 7 == 0) and torch.equal(a["timeouts"], rows % 5 == 0)
+    other = DeviceSampler(data, "cpu", generator=torch.Generator().manual_seed(4)).sample(16)
+    assert not torch.equal(other["rewards"], DeviceSampler(data, "cpu", generator=torch.Generator().manual_seed(3))
+                           .sample(16)["rewards"])
+    assert "next_observations" not in DeviceSampler(_indexed(next_obs=False), "cpu", max_device_bytes=0).sample(4)
+
+
+def test_sampler_draws_rows_uniformly():
+    """20,000 draws over 50 rows: 400 expected each, sd 19.8; every count within 5 sd."""
+    sampler = DeviceSampler(_indexed(), "cpu", max_device_bytes=0)
+    counts = torch.bincount(torch.cat([b["rewards"].long() for b in sampler.batches(1000, 20)]), minlength=50)
+    assert (counts - 400).abs().max() < 5 * 19.8, counts
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_sampler_streams_through_pinned_memory_on_cuda():
+    data = _indexed(1000)
+    resident = DeviceSampler(data, "cuda", generator=torch.Generator().manual_seed(0))
+    streaming = DeviceSampler(data, "cuda", max_device_bytes=0, generator=torch.Generator().manual_seed(0))
+    assert resident.resident and streaming.pinned
+    batches = list(streaming.batches(64, 10))  # more than the two staging buffers: reuse waits for the copy
+    for a, b in zip(resident.batches(64, 10), batches, strict=True):
+        assert b["observations"].is_cuda
+        for k in a:
+            assert torch.equal(a[k], b[k]), k

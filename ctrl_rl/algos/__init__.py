@@ -7,6 +7,8 @@ from typing import Any
 ON_POLICY = ("ppo", "props", "fpo", "residual")
 OFF_POLICY = ("sac", "pql")
 OFFLINE = ("bc",)
+OFFLINE_TO_ONLINE = ("uni_o4",)
+"""Offline phase on ``dataset=``, then online PPO, in one run."""
 
 
 def make_algorithm(algo_cfg: Any, obs_dims: dict[str, int], action_dim: int, num_envs: int, device: Any,
@@ -35,6 +37,10 @@ def make_algorithm(algo_cfg: Any, obs_dims: dict[str, int], action_dim: int, num
         from ctrl_rl.algos.bc import BC
 
         return BC(algo_cfg, obs_dims, action_dim, device, seed=seed)
+    if name == "uni_o4":
+        from ctrl_rl.algos.uni_o4 import UniO4
+
+        return UniO4(algo_cfg, obs_dims, action_dim, num_envs, device, seed=seed, action_bounds=action_bounds)
     if name == "sac":
         from ctrl_rl.algos.sac import SAC
 
@@ -45,4 +51,5 @@ def make_algorithm(algo_cfg: Any, obs_dims: dict[str, int], action_dim: int, num
 
         return PQL(algo_cfg, obs_dims, action_dim, num_envs, device, seed=seed, action_bounds=action_bounds,
                    inference_only=inference_only)
-    raise ValueError(f"unknown algorithm '{name}'; choose one of: {', '.join(ON_POLICY + OFF_POLICY + OFFLINE)}")
+    names = ON_POLICY + OFF_POLICY + OFFLINE + OFFLINE_TO_ONLINE
+    raise ValueError(f"unknown algorithm '{name}'; choose one of: {', '.join(names)}")

@@ -52,7 +52,7 @@ class FPO(PPO):
     def act(self, obs: Obs) -> torch.Tensor:
         """Sample ``a = flow(obs, ε)``, draw the (ε_i, t_i) pairs and store their CFM losses."""
         actor_in, critic_in = self.model.actor_input(obs), self.model.critic_input(obs)
-        self.model.update_normalizers(actor_in, critic_in)
+        self.update_normalizers(actor_in, critic_in)
         actor: FlowActor = self.model.actor
         N, A, n, K = actor_in.shape[0], actor.action_dim, self.cfg.num_cfm_samples, self.cfg.flow_steps
         g, dev = self.generator, self.device

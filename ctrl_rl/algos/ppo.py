@@ -79,12 +79,16 @@ class PPO:
     def act(self, obs: Obs) -> torch.Tensor:
         """Sample actions for ``obs`` and record the step's inputs in storage."""
         actor_in, critic_in = self.model.actor_input(obs), self.model.critic_input(obs)
-        self.model.update_normalizers(actor_in, critic_in)
+        self.update_normalizers(actor_in, critic_in)
         mean, std = self.behavior_actor.distribution(actor_in)
         noise = torch.randn(mean.shape, generator=self.generator, device=self.device)
         actions = mean + std * noise
         self.storage.add(actor_in, critic_in, actions, gaussian_log_prob(actions, mean, std), mean, std)
         return actions
+
+    def update_normalizers(self, actor_in: torch.Tensor, critic_in: torch.Tensor) -> None:
+        """Fold the step's observations into the running statistics (Uni-O4 keeps its dataset's)."""
+        self.model.update_normalizers(actor_in, critic_in)
 
     @torch.no_grad()
     def process_step(self, next_obs: Obs, rewards: torch.Tensor, terminated: torch.Tensor,

@@ -15,7 +15,7 @@ import time
 from ctrl_rl.evaluate import run_episodes
 from ctrl_rl.nets.actor_critic import concat_groups
 from ctrl_rl.runners.on_policy import Runner
-from ctrl_rl.storage.dataset import Dataset
+from ctrl_rl.storage.formats import load_dataset
 from ctrl_rl.utils.logger import EpisodeStats, TrainLogger
 
 
@@ -24,7 +24,7 @@ class OfflineRunner(Runner):
 
     def __init__(self, env, cfg, log_dir=None):
         super().__init__(env, cfg, log_dir)
-        self.dataset = Dataset.load_hdf5(cfg.dataset)
+        self.dataset = load_dataset(cfg.dataset)  # D4RL HDF5, Minari (minari:<id> or a directory), robot logs
         self.alg.set_dataset(self.dataset)
 
     def samples_per_iteration(self) -> int:
@@ -37,23 +37,13 @@ class OfflineRunner(Runner):
                                         seed=self.cfg.seed + 10_000 + self.iteration)
         return float(returns.mean()), float(lengths.double().mean())
 
-    def learn(self, max_iterations: int | None = None) -> list[dict[str, float]]:
-        total = max_iterations or self.cfg.runner.max_iterations
-        logger = TrainLogger(self.log_dir, total, self.steps_per_iteration, self.iteration, self.history,
-                             progress=self.cfg.runner.progress)
+    def iterate(self, logger: TrainLogger, episodes: EpisodeStats, total: int) -> None:
+        """``update()`` on the dataset; every ``eval_interval`` iterations (and the last) an evaluation."""
+        t0 = time.perf_counter()
+        stats = self.alg.update()
+        self.iteration += 1
+        t1 = time.perf_counter()
         interval = self.cfg.algo.eval_interval
-        try:
-            while self.iteration < total:
-                t0 = time.perf_counter()
-                stats = self.alg.update()
-                self.iteration += 1
-                t1 = time.perf_counter()
-                episodes = EpisodeStats(self.env.device)
-                if self.iteration == total or (interval and self.iteration % interval == 0):
-                    episodes.add_summary(*self.evaluate())
-                logger.log_iteration(self.iteration, stats, episodes, time.perf_counter() - t1, t1 - t0)
-                self.history = logger.history
-                self.checkpoint_if_due(logger, total)
-        finally:
-            logger.close()
-        return self.history
+        if self.iteration == total or (interval and self.iteration % interval == 0):
+            episodes.add_summary(*self.evaluate())
+        logger.log_iteration(self.iteration, stats, episodes, time.perf_counter() - t1, t1 - t0)

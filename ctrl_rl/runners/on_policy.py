@@ -52,37 +52,48 @@ class Runner:
 
     def learn(self, max_iterations: int | None = None) -> list[dict[str, float]]:
         """Train until ``max_iterations`` completed iterations (a total, not a count to add)."""
-        total = max_iterations or self.cfg.runner.max_iterations
+        total = max_iterations or self.total_iterations()
         if hasattr(self.alg, "total_updates"):  # schedules over the configured run, however learn() is chunked
             self.alg.total_updates = self.cfg.runner.max_iterations
-        if self.obs is None:
-            self.obs = self.env.reset(seed=self.cfg.seed)
         logger = TrainLogger(self.log_dir, total, self.steps_per_iteration, self.iteration, self.history,
                              progress=self.cfg.runner.progress)
+        self.configure_logger(logger)
         episodes = EpisodeStats(self.env.device)
-        T = self.cfg.algo.num_steps_per_env
         try:
             while self.iteration < total:
-                t0 = time.perf_counter()
-                obs = self.obs
-                for _ in range(T):
-                    actions = self.alg.act(obs)
-                    obs, rewards, terminated, truncated, info = self.env.step(actions)
-                    self.alg.process_step(obs, rewards, terminated, truncated, info)
-                    episodes.add(terminated, truncated, info)
-                self.obs = obs
-                self.after_collect()
-                t1 = time.perf_counter()
-                stats = self.alg.update()
-                t2 = time.perf_counter()
-                self.iteration += 1
-                logger.log_iteration(self.iteration, stats, episodes, t1 - t0, t2 - t1)
+                self.iterate(logger, episodes, total)
                 episodes.reset()
                 self.history = logger.history
                 self.checkpoint_if_due(logger, total)
         finally:
             logger.close()
         return self.history
+
+    def total_iterations(self) -> int:
+        """The run's length in iterations (``runner.max_iterations``)."""
+        return self.cfg.runner.max_iterations
+
+    def configure_logger(self, logger: TrainLogger) -> None:
+        """Before the first iteration (offline-to-online runners set where env steps start)."""
+
+    def iterate(self, logger: TrainLogger, episodes: EpisodeStats, total: int) -> None:
+        """One iteration: collect ``num_steps_per_env`` steps in every env, prepare, update, log."""
+        if self.obs is None:
+            self.obs = self.env.reset(seed=self.cfg.seed)
+        t0 = time.perf_counter()
+        obs = self.obs
+        for _ in range(self.cfg.algo.num_steps_per_env):
+            actions = self.alg.act(obs)
+            obs, rewards, terminated, truncated, info = self.env.step(actions)
+            self.alg.process_step(obs, rewards, terminated, truncated, info)
+            episodes.add(terminated, truncated, info)
+        self.obs = obs
+        self.after_collect()
+        t1 = time.perf_counter()
+        stats = self.alg.update()
+        t2 = time.perf_counter()
+        self.iteration += 1
+        logger.log_iteration(self.iteration, stats, episodes, t1 - t0, t2 - t1)
 
     def checkpoint_if_due(self, logger: TrainLogger, total: int) -> None:
         """``model_<it>.pt`` every ``save_interval`` iterations and at the last (TensorBoard flushed first)."""
@@ -163,8 +174,12 @@ class OffPolicyRunner(Runner):
 def make_runner(env: VecEnv, cfg: TrainConfig, log_dir: Path | None = None) -> Runner:
     """The runner of ``cfg.algo.name``: PQL has its own (three concurrent roles), offline learners
     theirs (the env only evaluates)."""
-    from ctrl_rl.algos import OFF_POLICY, OFFLINE
+    from ctrl_rl.algos import OFF_POLICY, OFFLINE, OFFLINE_TO_ONLINE
 
+    if cfg.algo.name in OFFLINE_TO_ONLINE:
+        from ctrl_rl.runners.offline_to_online import OfflineToOnlineRunner
+
+        return OfflineToOnlineRunner(env, cfg, log_dir)
     if cfg.algo.name in OFFLINE:
         from ctrl_rl.runners.offline import OfflineRunner
 

@@ -7,22 +7,29 @@ One row per transition, episodes back to back (D4RL's ``qlearning_dataset`` view
     terminals [N] bool (the episode reached a terminal state at this step)
     timeouts  [N] bool (the episode was cut by a time limit at this step)
     next_observations [N, obs_dim] (optional; the true last observation where an episode ended)
+    infos/<key> [N] or [N, d] (optional, any numeric dtype; D4RL's per-row extras, e.g. infos/qpos)
+    metadata/<key> (optional; free-form scalars/strings/arrays, D4RL's metadata group)
 
-An episode ends at a row whose ``terminals | timeouts`` is set; the last row of a file also
-ends one (a partial episode, as D4RL's tail). Arrays are float32/bool in memory; a dataset of
-N transitions takes ``4 N (2 obs_dim + action_dim + 1) + 2 N`` bytes.
+Provenance (task, policy, noise) is written as root attributes (:func:`read_attrs`). An episode
+ends at a row whose ``terminals | timeouts`` is set; the last row of a file also ends one (a
+partial episode, as D4RL's tail). Arrays are float32/bool in memory; a dataset of N transitions
+takes ``4 N (2 obs_dim + action_dim + 1) + 2 N`` bytes (without infos).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 REQUIRED = ("observations", "actions", "rewards", "terminals")
+ARRAYS = (*REQUIRED, "timeouts", "next_observations")
+"""The per-transition arrays of the D4RL layout, in file order (``infos`` come after them)."""
 
 
 class DatasetError(ValueError):
@@ -37,6 +44,10 @@ class Dataset:
     terminals: np.ndarray
     timeouts: np.ndarray
     next_observations: np.ndarray | None = None
+    infos: dict[str, np.ndarray] = field(default_factory=dict)
+    """Extra per-row arrays (``[N]`` or ``[N, d]``), kept with their dtype; nested HDF5 groups as ``a/b`` keys."""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """D4RL's ``metadata/*`` (read from and written to HDF5), or a Minari dataset's ``metadata.json``."""
 
     def __post_init__(self) -> None:
         self.observations = np.asarray(self.observations, dtype=np.float32)
@@ -46,6 +57,8 @@ class Dataset:
         self.timeouts = np.asarray(self.timeouts, dtype=bool).reshape(-1)
         if self.next_observations is not None:
             self.next_observations = np.asarray(self.next_observations, dtype=np.float32)
+        self.infos = {str(k): np.asarray(v) for k, v in (self.infos or {}).items()}
+        self.metadata = dict(self.metadata or {})
         self.validate()
 
     def __len__(self) -> int:
@@ -68,17 +81,20 @@ class Dataset:
             a = getattr(self, name)
             if a is not None and a.ndim != 2:
                 raise DatasetError(f"{source}: '{name}' must be 2-D [N, dim], got shape {a.shape}")
-        for f in fields(self):
-            a = getattr(self, f.name)
+        columns = [(name, getattr(self, name)) for name in ARRAYS] + [(f"infos/{k}", v) for k, v in self.infos.items()]
+        for name, a in columns:
             if a is None:
                 continue
+            if name.startswith("infos/") and (a.dtype.kind not in "biuf" or a.ndim not in (1, 2)):
+                raise DatasetError(f"{source}: '{name}' must be a numeric [N] or [N, d] array, got dtype "
+                                   f"{a.dtype} and shape {a.shape}")
             if len(a) != n:
-                raise DatasetError(f"{source}: '{f.name}' has {len(a)} rows, 'observations' has {n}")
-            if a.dtype != bool:
+                raise DatasetError(f"{source}: '{name}' has {len(a)} rows, 'observations' has {n}")
+            if a.dtype.kind == "f":
                 bad = ~np.isfinite(a.reshape(n, -1)).all(axis=1)
                 if bad.any():
                     rows = np.flatnonzero(bad)
-                    raise DatasetError(f"{source}: '{f.name}' has {len(rows)} non-finite row(s), first at row "
+                    raise DatasetError(f"{source}: '{name}' has {len(rows)} non-finite row(s), first at row "
                                        f"{rows[0]}; drop or repair them")
 
     def episode_ends(self) -> np.ndarray:
@@ -102,10 +118,24 @@ class Dataset:
         idx = np.minimum(np.arange(n)[:, None] + np.arange(k)[None, :], last[:, None])
         return self.actions[idx]
 
+    def concatenate(self, other: Dataset) -> Dataset:
+        """``self`` then ``other`` (e.g. D4RL's medium-expert); infos kept where both have the key,
+        next_observations only if both have them, metadata of ``self``."""
+        if other.obs_dim != self.obs_dim or other.action_dim != self.action_dim:
+            raise DatasetError(f"cannot concatenate datasets of observations/actions {self.obs_dim}/{self.action_dim} "
+                               f"and {other.obs_dim}/{other.action_dim}")
+        both = self.next_observations is not None and other.next_observations is not None
+        cat = {name: np.concatenate([getattr(self, name), getattr(other, name)]) for name in ARRAYS[:5]}
+        if both:
+            cat["next_observations"] = np.concatenate([self.next_observations, other.next_observations])
+        infos = {k: np.concatenate([v, other.infos[k]]) for k, v in self.infos.items() if k in other.infos}
+        return Dataset(**cat, infos=infos, metadata=dict(self.metadata))
+
     # ------------------------------------------------------------------ files
     def save_hdf5(self, path: str | Path, attrs: dict[str, str] | None = None) -> Path:
         """Write a D4RL-layout HDF5 file atomically (temp file + rename); ``attrs`` go to the root
-        as string attributes (task, policy, noise: where the data came from)."""
+        as string attributes (task, policy, noise: where the data came from), ``infos`` to the
+        ``infos`` group and ``metadata`` to the ``metadata`` group."""
         import h5py
 
         path = Path(path)
@@ -114,10 +144,12 @@ class Dataset:
         os.close(fd)
         try:
             with h5py.File(tmp, "w") as f:
-                for fl in fields(self):
-                    a = getattr(self, fl.name)
+                columns = [(name, getattr(self, name)) for name in ARRAYS]
+                for name, a in columns + [(f"infos/{k}", v) for k, v in self.infos.items()]:
                     if a is not None:
-                        f.create_dataset(fl.name, data=a, compression="gzip", compression_opts=1)
+                        f.create_dataset(name, data=a, compression="gzip", compression_opts=1)
+                for k, v in self.metadata.items():
+                    f.create_dataset(f"metadata/{k}", data=_hdf5_value(v))
                 for k, v in (attrs or {}).items():
                     f.attrs[k] = str(v)
             os.replace(tmp, path)
@@ -146,10 +178,38 @@ class Dataset:
             arrays = {k: f[k][()] for k in REQUIRED}
             arrays["timeouts"] = f["timeouts"][()] if "timeouts" in f else np.zeros(len(arrays["rewards"]), bool)
             arrays["next_observations"] = f["next_observations"][()] if "next_observations" in f else None
+            arrays["infos"] = _read_group(f, "infos")
+            arrays["metadata"] = {k: _python_value(v) for k, v in _read_group(f, "metadata").items()}
         try:
             return cls(**arrays)
         except DatasetError as e:
             raise DatasetError(str(e).replace("dataset:", f"{path}:", 1)) from None
+
+
+def _read_group(f, name: str) -> dict[str, Any]:
+    """Every dataset under group ``name``, keyed by its path below it (``a/b`` for nested groups)."""
+    import h5py
+
+    out: dict[str, Any] = {}
+    if isinstance(f.get(name), h5py.Group):
+        f[name].visititems(lambda key, obj: out.__setitem__(key, obj[()]) if isinstance(obj, h5py.Dataset) else None)
+    return out
+
+
+def _hdf5_value(v: Any) -> Any:
+    """Scalars, strings and arrays as they are; anything else (dicts, lists of strings) as JSON text."""
+    if isinstance(v, (str, bool, int, float, np.generic, np.ndarray)):
+        return v
+    return json.dumps(v, default=str)
+
+
+def _python_value(v: Any) -> Any:
+    """HDF5 scalars and strings as plain Python values (arrays stay arrays)."""
+    if isinstance(v, bytes):
+        return v.decode()
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
 
 
 def read_attrs(path: str | Path) -> dict[str, str]:

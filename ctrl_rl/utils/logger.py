@@ -72,6 +72,10 @@ class TrainLogger:
         self.log_dir = log_dir
         self.total_iterations = total_iterations
         self.steps_per_iteration = steps_per_iteration
+        self.step_origin = 0
+        """Iterations up to this one consumed no env steps (an offline phase before online training)."""
+        self.extra_env_steps = 0
+        """Env steps spent outside iterations (choosing among offline policies by evaluation)."""
         self.start_iteration = start_iteration
         self.history = list(history or [])
         self.progress = progress
@@ -93,8 +97,9 @@ class TrainLogger:
         mean_ret, mean_len, term_logs = episodes.read()
         if mean_ret is not None:
             self.last_reward, self.last_length = mean_ret, mean_len
-        fps = self.steps_per_iteration / max(collection_time + learning_time, 1e-9)
-        row = {"iteration": it, "env_steps": it * self.steps_per_iteration, "fps": fps,
+        steps = self.steps_per_iteration if it > self.step_origin else 0
+        fps = steps / max(collection_time + learning_time, 1e-9)
+        row = {"iteration": it, "env_steps": self.env_steps(it), "fps": fps,
                "collection_time": collection_time, "learning_time": learning_time, **stats, **term_logs}
         if self.last_reward is not None:
             row["mean_reward"], row["mean_episode_length"] = self.last_reward, self.last_length
@@ -114,6 +119,10 @@ class TrainLogger:
         if self.progress:
             self._print_progress(it, fps)
 
+    def env_steps(self, it: int) -> int:
+        """Env steps consumed once ``it`` iterations are done."""
+        return max(it - self.step_origin, 0) * self.steps_per_iteration + self.extra_env_steps
+
     def _print_progress(self, it: int, fps: float) -> None:
         now = time.perf_counter()
         done = it - self.start_iteration
@@ -128,7 +137,7 @@ class TrainLogger:
         width = 20
         filled = int(width * it / max(self.total_iterations, 1))
         bar = "#" * filled + "-" * (width - filled)
-        line = (f"[{bar}] it {it}/{self.total_iterations} | {it * self.steps_per_iteration / 1e6:7.2f}M steps | "
+        line = (f"[{bar}] it {it}/{self.total_iterations} | {self.env_steps(it) / 1e6:7.2f}M steps | "
                 f"{fps / 1e3:7.1f}k steps/s | reward {reward} | ep len {length} | "
                 f"elapsed {format_duration(elapsed)} | ETA {format_duration(eta)}")
         if self.tty:

@@ -1,0 +1,174 @@
+"""Uni-O4 offline-to-online next to behavior cloning and PPO from scratch, several seeds.
+
+1. Behavior policy: PPO with the task's tuned settings for ``--behavior-iterations`` (partially
+   trained, seed ``--behavior-seed``); a dataset of ``--envs`` x ``--steps`` transitions of it with
+   Gaussian action noise ``--noise`` (D4RL's "medium": the noisy policy is the behavior policy).
+2. Per seed: BC (Gaussian, ``--bc-iterations``) on the dataset; Uni-O4 (``algo=uni_o4``, its tuned
+   config) offline, then ``--online-iterations`` of online PPO; PPO from scratch for the same
+   number of iterations with the same env settings.
+
+Every score is a deterministic evaluation like ``ctrl-rl eval``: ``--eval-episodes`` episodes from
+fixed start states (eval seed ``--eval-seed``), the clock paused. Online runs are evaluated every
+``--eval-every`` iterations. Reported: the offline policy against the behavior policy and BC; the
+env steps Uni-O4 and PPO need to reach PPO's final return (mean of its last 3 evaluations; Uni-O4's
+count includes the hand-over's evaluation episodes); and the worst evaluation in the first 10% of
+fine-tuning against the offline score (a collapse is more than 20% of |offline| below it).
+
+Usage::
+
+    python benchmarks/uni_o4.py                         # pendulum, 3 seeds (~40 min on 2 cores)
+    python benchmarks/uni_o4.py --seeds 1 --behavior-iterations 2 --envs 4 --steps 300 --bc-iterations 1 \\
+        --online-iterations 2 --eval-every 1 --eval-episodes 4 --override algo.pretrain_iterations=1 \\
+        algo.improve_iterations=1 algo.updates_per_iteration=5 env.num_envs=16     # smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import tempfile
+import time
+from pathlib import Path
+from statistics import mean
+
+import torch
+
+from ctrl_rl.configure import load_train_config
+from ctrl_rl.evaluate import collect_dataset, run_episodes
+from ctrl_rl.nets.actor_critic import concat_groups
+from ctrl_rl.runners.on_policy import make_runner
+from ctrl_rl.session import build_env
+from ctrl_rl.utils.checkpoint import seed_everything
+
+
+class Bench:
+    """Builds runners for the task and scores their deterministic policies on one eval env."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.eval_env = None
+
+    def runner(self, algo: str, seed: int, *extra: str):
+        a = self.args
+        cfg = load_train_config([f"algo={algo}", f"task={a.task}", f"seed={seed}", "runner.progress=false",
+                                 *a.override_all, *extra])
+        seed_everything(cfg.seed)
+        if self.eval_env is None:
+            self.eval_env = build_env(cfg, num_envs=a.eval_episodes, seed=a.eval_seed)
+        return make_runner(build_env(cfg), cfg, log_dir=None)
+
+    def score(self, alg) -> float:
+        policy, groups = alg.inference_policy(), alg.model.actor_obs
+        returns, _ = run_episodes(self.eval_env, lambda obs: policy(concat_groups(obs, groups)), self.args.eval_seed)
+        return float(returns.mean())
+
+    def online_curve(self, runner, start: int, total: int, steps_of) -> list[tuple[int, float]]:
+        """``(env steps, eval return)`` every ``--eval-every`` iterations from ``start`` to ``total``."""
+        curve = []
+        while runner.iteration < total:
+            runner.learn(min(total, runner.iteration + self.args.eval_every))
+            if runner.iteration > start:
+                curve.append((steps_of(runner), self.score(runner.alg)))
+        return curve
+
+
+def steps_to(curve: list[tuple[int, float]], target: float) -> float:
+    return next((s for s, r in curve if r >= target), math.nan)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--task", default="pendulum")
+    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    p.add_argument("--behavior-seed", type=int, default=1)
+    p.add_argument("--behavior-iterations", type=int, default=12, help="PPO iterations of the behavior policy")
+    p.add_argument("--envs", type=int, default=64, help="dataset: envs")
+    p.add_argument("--steps", type=int, default=1000, help="dataset: steps per env")
+    p.add_argument("--noise", type=float, default=0.3, help="dataset: Gaussian action noise std")
+    p.add_argument("--bc-iterations", type=int, default=25, help="BC iterations (200 gradient steps each)")
+    p.add_argument("--online-iterations", type=int, default=60)
+    p.add_argument("--eval-every", type=int, default=2)
+    p.add_argument("--eval-episodes", type=int, default=50)
+    p.add_argument("--eval-seed", type=int, default=2024)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--override", nargs="*", default=[], help="extra overrides for Uni-O4")
+    p.add_argument("--override-all", nargs="*", default=[], help="extra overrides for every learner")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    bench = Bench(args)
+    t0 = time.perf_counter()
+
+    behavior = bench.runner("ppo", args.behavior_seed, f"runner.max_iterations={args.behavior_iterations}")
+    behavior.learn()
+    behavior_det = bench.score(behavior.alg)
+    env = build_env(behavior.cfg, num_envs=args.envs, seed=args.behavior_seed + 100)
+    policy, groups = behavior.alg.inference_policy(), behavior.alg.model.actor_obs
+    data = collect_dataset(env, lambda obs: policy(concat_groups(obs, groups)), args.steps, args.behavior_seed + 100,
+                           args.noise, tuple(groups))
+    behavior_data = float(data.episode_returns().mean())  # the noisy behavior policy (episodes cut at the end count)
+    path = Path(tempfile.mkdtemp(prefix="uni_o4_bench_")) / "data.hdf5"
+    data.save_hdf5(path)
+    print(f"behavior: PPO {args.behavior_iterations} it, deterministic {behavior_det:.1f}, dataset "
+          f"{len(data)} transitions with noise {args.noise}: episode return {behavior_data:.1f} "
+          f"({time.perf_counter() - t0:.0f} s)", flush=True)
+
+    rows = []
+    for seed in args.seeds:
+        t = time.perf_counter()
+        bc = bench.runner("bc", seed, f"dataset={path}", f"runner.max_iterations={args.bc_iterations}",
+                          "algo.eval_interval=0")
+        bc.learn()
+        bc_score = bench.score(bc.alg)
+
+        uni = bench.runner("uni_o4", seed, f"dataset={path}", f"runner.max_iterations={args.online_iterations}",
+                           "algo.eval_interval=0", *args.override)
+        off = uni.cfg.algo.offline_iterations
+        uni.learn(off)
+        offline = bench.score(uni.alg)
+        selection = uni.alg.selection_returns
+
+        def uni_steps(r, off=off):
+            return (r.iteration - off) * r.steps_per_iteration + r.alg.selection_env_steps
+
+        uni_curve = bench.online_curve(uni, off, off + args.online_iterations, uni_steps)
+        ppo = bench.runner("ppo", seed, f"runner.max_iterations={args.online_iterations}")
+        ppo_curve = bench.online_curve(ppo, 0, args.online_iterations, lambda r: r.iteration * r.steps_per_iteration)
+        ppo_final = mean(r for _, r in ppo_curve[-3:])
+        early = [r for s, r in uni_curve if s - uni.alg.selection_env_steps
+                 <= 0.1 * args.online_iterations * uni.steps_per_iteration] or [uni_curve[0][1]]
+        row = {"seed": seed, "bc": bc_score, "offline": offline, "selection": selection, "ppo_final": ppo_final,
+               "uni_final": mean(r for _, r in uni_curve[-3:]), "uni_steps": steps_to(uni_curve, ppo_final),
+               "ppo_steps": steps_to(ppo_curve, ppo_final), "early_min": min(early),
+               "uni_curve": uni_curve, "ppo_curve": ppo_curve}
+        row["collapse"] = row["early_min"] < offline - 0.2 * abs(offline)
+        rows.append(row)
+        print(f"  seed {seed}: BC {bc_score:.1f} | Uni-O4 offline {offline:.1f} (candidates "
+              f"{[round(s, 1) for s in selection]}) | PPO final {ppo_final:.1f} reached by Uni-O4 at "
+              f"{row['uni_steps']:,.0f}, PPO at {row['ppo_steps']:,.0f} env steps | early min {min(early):.1f} "
+              f"({time.perf_counter() - t:.0f} s)", flush=True)
+
+    print(f"\n### {args.task}: behavior (PPO {args.behavior_iterations} it) deterministic {behavior_det:.1f}, "
+          f"its noisy data {behavior_data:.1f}\n")
+    print("| seed | BC | Uni-O4 offline | PPO final (scratch) | env steps to it: Uni-O4 | : PPO | Uni-O4 final "
+          "| worst eval, first 10% | collapse |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for r in rows:
+        print(f"| {r['seed']} | {r['bc']:.1f} | {r['offline']:.1f} | {r['ppo_final']:.1f} | {r['uni_steps']:,.0f} | "
+              f"{r['ppo_steps']:,.0f} | {r['uni_final']:.1f} | {r['early_min']:.1f} | {r['collapse']} |")
+    print("\ncurves (env steps: eval return):")
+    for r in rows:
+        for name in ("uni_curve", "ppo_curve"):
+            pts = " ".join(f"{s / 1e3:.0f}k:{v:.0f}" for s, v in r[name])
+            print(f"  seed {r['seed']} {name[:-6]}: {pts}")
+    m = {k: mean(r[k] for r in rows) for k in ("bc", "offline", "ppo_final", "uni_final", "uni_steps", "ppo_steps")}
+    print(f"\nRESULT task={args.task} seeds={len(rows)} behavior_det={behavior_det:.1f} "
+          f"behavior_data={behavior_data:.1f} bc={m['bc']:.1f} uni_o4_offline={m['offline']:.1f} "
+          f"offline_beats_behavior={sum(r['offline'] >= max(behavior_det, behavior_data) for r in rows)} "
+          f"offline_beats_bc={sum(r['offline'] >= r['bc'] for r in rows)} ppo_final={m['ppo_final']:.1f} "
+          f"uni_o4_steps={m['uni_steps']:.0f} ppo_steps={m['ppo_steps']:.0f} "
+          f"fewer_steps={sum(r['uni_steps'] < r['ppo_steps'] for r in rows)} "
+          f"collapses={sum(r['collapse'] for r in rows)} seconds={time.perf_counter() - t0:.0f}")
+
+
+if __name__ == "__main__":
+    main()

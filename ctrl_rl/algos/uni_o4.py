@@ -1,0 +1,128 @@
+"""Uni-O4 (Lei et al., ICLR 2024): one on-policy objective offline and online.
+
+Offline (``UniO4Offline``): ensemble BC, IQL Q/V, a dynamics ensemble, then BPPO steps each
+accepted only when offline policy evaluation improves. The hand-over: the runner scores the
+accepted policies in the env (one deterministic episode per env, envs split among them) and
+``start_online`` copies the best one into PPO's actor and the offline V into PPO's critic, with
+the dataset's observation statistics. Online it *is* PPO (this class subclasses it), with two
+step sizes (actor, critic) and Uni-O4's conservative clip.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from ctrl_rl.algos.ppo import PPO
+from ctrl_rl.algos.uni_o4_offline import UniO4Offline
+from ctrl_rl.config_offline import UniO4Config
+from ctrl_rl.storage.dataset import Dataset
+
+PHASES = ("offline", "online")
+
+
+class UniO4(PPO):
+    """PPO whose actor and critic come from Uni-O4's offline phase (``set_dataset`` first)."""
+
+    def __init__(self, cfg: UniO4Config, obs_dims: dict[str, int], action_dim: int, num_envs: int,
+                 device: torch.device | str, seed: int = 0, action_bounds: tuple[float, float] | None = (-1.0, 1.0)):
+        super().__init__(cfg, obs_dims, action_dim, num_envs, device, seed=seed)
+        self.optimizer = torch.optim.Adam([
+            {"params": self.model.actor.parameters(), "lr": cfg.learning_rate},
+            {"params": self.model.critic.parameters(), "lr": cfg.critic_learning_rate}])
+        self.offline = UniO4Offline(cfg, self.model.actor_dim, action_dim, self.device, action_bounds, self.generator,
+                                    seed=seed)
+        self.phase = "offline"
+        self.offline_iteration = 0
+        self.chosen = 0  # the member handed to the online phase
+        self.selection_env_steps = 0  # env steps the hand-over's evaluation took
+        self.selection_returns: list[float] = []
+
+    # ------------------------------------------------------------------ offline phase
+    def set_dataset(self, data: Dataset) -> None:
+        if data.obs_dim != self.model.actor_dim or data.action_dim != self.model.actor.action_dim:
+            raise ValueError(f"the dataset has {data.obs_dim}-dim observations and {data.action_dim}-dim actions; "
+                             f"the policy reads {self.model.actor_dim} (groups {self.model.actor_obs}) and acts in "
+                             f"{self.model.actor.action_dim}: collect the dataset on this task")
+        self.offline.set_dataset(data, fit_normalizers=self.offline_iteration == 0 and self.phase == "offline")
+
+    @property
+    def offline_done(self) -> bool:
+        return self.offline_iteration >= self.cfg.offline_iterations
+
+    def offline_update(self) -> dict[str, float]:
+        """One offline iteration: ``updates_per_iteration`` pretraining or BPPO steps (then OPE)."""
+        cfg, off = self.cfg, self.offline
+        k = self.offline_iteration
+        totals: dict[str, torch.Tensor] = {}
+        improving = k >= cfg.pretrain_iterations
+        for s in range(cfg.updates_per_iteration):
+            if improving:
+                step = (k - cfg.pretrain_iterations) * cfg.updates_per_iteration + s
+                stats = off.improve_step(step, cfg.improve_iterations * cfg.updates_per_iteration)
+            else:
+                stats = off.pretrain_step()
+            for key, v in stats.items():
+                totals[key] = totals.get(key, 0.0) + v
+        out = {key: float(v) / cfg.updates_per_iteration for key, v in totals.items()}
+        self.offline_iteration += 1
+        if self.offline_iteration == cfg.pretrain_iterations:
+            out.update(off.finish_pretraining())
+        elif improving:
+            accepted, scores = off.accept_improved()
+            out["ope_accepted"] = float(accepted)
+            out["ope_score"] = float(scores.mean())
+        out["ope_best"] = float(off.best_scores.max()) if self.offline_iteration >= cfg.pretrain_iterations else 0.0
+        self.chosen = int(off.best_scores.argmax())
+        return out
+
+    def candidates(self) -> list[nn.Module]:
+        """The accepted policies, one per member (what the hand-over chooses from)."""
+        return list(self.offline.accepted)
+
+    def start_online(self, choice: int) -> None:
+        """Member ``choice``'s accepted policy becomes PPO's actor and the offline V its critic."""
+        if self.phase == "online":
+            raise RuntimeError("the online phase has already started")
+        self.chosen = choice
+        self.model.actor.load_state_dict(self.offline.accepted[choice].state_dict())
+        self.model.critic.load_state_dict(self.offline.v.state_dict())
+        self.phase = "online"
+
+    def update(self) -> dict[str, float]:
+        return self.offline_update() if self.phase == "offline" else super().update()
+
+    def update_normalizers(self, actor_in: torch.Tensor, critic_in: torch.Tensor) -> None:
+        """Online statistics only with ``online_update_normalizer`` (default: the dataset's, kept)."""
+        if self.cfg.online_update_normalizer:
+            super().update_normalizers(actor_in, critic_in)
+
+    def act(self, obs):
+        if self.phase != "online":
+            raise RuntimeError("UniO4.act before start_online: the offline phase collects no data")
+        return super().act(obs)
+
+    # ------------------------------------------------------------------ inference / io
+    def inference_policy(self) -> nn.Module:
+        """Online: PPO's actor; offline: the accepted policy with the best OPE score so far (while
+        pretraining: the first cloned policy)."""
+        if self.phase == "online":
+            return self.model.actor
+        if self.offline_iteration < self.cfg.pretrain_iterations:
+            return self.offline.actors[0]
+        return self.offline.accepted[self.chosen]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "phase": self.phase, "offline_iteration": self.offline_iteration,
+                "chosen": self.chosen, "offline": self.offline.state_dict(),
+                "selection_env_steps": self.selection_env_steps, "selection_returns": self.selection_returns,
+                "offline_optimizers": self.offline.optim_state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any], restore_rng: bool = True) -> None:
+        super().load_state_dict(state, restore_rng)
+        self.phase, self.offline_iteration, self.chosen = state["phase"], state["offline_iteration"], state["chosen"]
+        self.selection_env_steps, self.selection_returns = state["selection_env_steps"], state["selection_returns"]
+        self.offline.load_state_dict(state["offline"])
+        self.offline.load_optim_state_dict(state["offline_optimizers"])

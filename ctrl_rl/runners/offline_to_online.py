@@ -1,0 +1,85 @@
+"""Offline, then online, in one run and on one curve (Uni-O4).
+
+Iterations ``1..algo.offline_iterations`` are offline (``update()`` on the dataset, an evaluation
+every ``algo.eval_interval``, no env steps counted); then the hand-over scores the offline
+candidates in the env and the learner continues as PPO for ``runner.max_iterations`` more
+iterations. TensorBoard's ``Train/mean_reward`` spans both phases by iteration; ``env_steps``
+(metrics.csv, the learning-curve plot, checkpoints) counts only the steps the online phase and
+the hand-over's evaluation took. A checkpoint from either phase resumes in that phase.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+
+from ctrl_rl.evaluate import run_episodes
+from ctrl_rl.nets.actor_critic import concat_groups
+from ctrl_rl.runners.offline import OfflineRunner
+from ctrl_rl.runners.on_policy import Runner
+from ctrl_rl.utils.logger import EpisodeStats, TrainLogger
+
+log = logging.getLogger(__name__)
+
+
+class OfflineToOnlineRunner(OfflineRunner):
+    """Drives a learner with ``offline_update``/``start_online`` (``UniO4``) through both phases."""
+
+    def samples_per_iteration(self) -> int:
+        return Runner.samples_per_iteration(self)  # online env steps (the offline phase counts none)
+
+    @property
+    def offline_iterations(self) -> int:
+        return self.cfg.algo.offline_iterations
+
+    def total_iterations(self) -> int:
+        """The offline iterations, then ``runner.max_iterations`` online ones."""
+        return self.offline_iterations + self.cfg.runner.max_iterations
+
+    def configure_logger(self, logger: TrainLogger) -> None:
+        logger.step_origin = self.offline_iterations
+        logger.extra_env_steps = self.alg.selection_env_steps
+
+    def iterate(self, logger: TrainLogger, episodes: EpisodeStats, total: int) -> None:
+        if self.alg.phase == "online":
+            Runner.iterate(self, logger, episodes, total)
+            return
+        super().iterate(logger, episodes, total)
+        if self.alg.offline_done:
+            self.hand_over()
+            logger.extra_env_steps = self.alg.selection_env_steps
+
+    def after_collect(self) -> None:
+        self.alg.compute_returns()
+
+    @torch.no_grad()
+    def hand_over(self) -> None:
+        """Score each candidate by deterministic episodes (the envs split among them), start PPO
+        from the best (ties: the better OPE score)."""
+        cands, groups = [c.eval() for c in self.alg.candidates()], self.alg.model.actor_obs
+        k, n = len(cands), self.env.num_envs
+        member = torch.arange(n, device=self.env.device) % k
+
+        def policy(obs):
+            x = concat_groups(obs, groups)
+            return torch.stack([c(x) for c in cands])[member, torch.arange(n, device=x.device)]
+
+        returns, lengths = run_episodes(self.env, policy, seed=self.cfg.seed + 20_000)
+        scores = torch.stack([returns[member == i].mean() if bool((member == i).any()) else
+                              torch.tensor(-torch.inf, dtype=returns.dtype, device=returns.device)
+                              for i in range(k)])
+        ope = self.alg.offline.best_scores.tolist()
+        best = max(range(k), key=lambda i: (float(scores[i]), ope[i]))
+        self.alg.selection_env_steps = int(lengths.sum())
+        self.alg.selection_returns = scores.tolist()
+        log.info("offline phase done: candidates' returns %s, OPE %s -> member %d starts PPO",
+                 [round(s, 2) for s in scores.tolist()], [round(s, 2) for s in ope], best)
+        self.alg.start_online(best)
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        online = max(self.iteration - self.offline_iterations, 0)
+        state["env_steps"] = online * self.steps_per_iteration + self.alg.selection_env_steps
+        return state
