@@ -99,8 +99,8 @@ class UniO4Config(PPOConfig):
     each policy takes BPPO steps (PPO-clip on ``A = Q - V`` of actions its last accepted policy
     samples), and every iteration a policy's step is accepted only if its offline policy
     evaluation score (mean Q along rollouts in the dynamics model) beats its best. Online: the
-    accepted policy with the best score among the top candidates (by one deterministic episode
-    each) and the offline V start PPO (``runner.max_iterations`` more iterations) with Uni-O4's
+    accepted policy with the best return over ``select_episodes`` deterministic episodes (ties:
+    OPE score) and the offline V start PPO (``runner.max_iterations`` more iterations) with Uni-O4's
     conservative settings below. The PPO fields are the online phase's.
     """
 
@@ -172,6 +172,9 @@ class UniO4Config(PPOConfig):
     """Model rollout length of one OPE score."""
     ope_states: int = 1000
     """Start states (drawn from the dataset) of one OPE score."""
+    select_episodes: int = 3
+    """Hand-over: deterministic episodes per candidate (in an env of ``num_policies x select_episodes``
+    envs; counted as env steps) to pick the one PPO starts from; 0 = by OPE score alone."""
     dataset_device_mb: float = -1.0
     """Device memory the dataset may take (MB); larger datasets stay in host memory and stream to
     the device batch by batch (``DeviceSampler``). -1: half the free CUDA memory, unlimited on CPU."""
@@ -198,6 +201,8 @@ class UniO4Config(PPOConfig):
         _check(self.dynamics_elites <= self.dynamics_members, f"{p}.dynamics_elites",
                f"must not exceed algo.dynamics_members={self.dynamics_members}")
         _check(self.eval_interval >= 0, f"{p}.eval_interval", f"must be >= 0, got {self.eval_interval}")
+        _check(self.select_episodes >= 0, f"{p}.select_episodes",
+               f"must be >= 0 (0: by OPE score), got {self.select_episodes}")
         if self.critic_obs is None:
             self.critic_obs = list(self.actor_obs)
         _check(list(self.critic_obs) == list(self.actor_obs), f"{p}.critic_obs",

@@ -100,7 +100,7 @@ def test_one_command_runs_offline_then_online_on_one_curve(tmp_path, pendulum_da
     assert all(float(r["env_steps"]) == 0 for r in offline)
     assert all(r["bc"] and r["dynamics"] for r in offline[:2])  # pretraining: BC, Q/V and dynamics
     assert all(r["ope_accepted"] for r in offline[2:])  # improvement iterations score by OPE
-    selection = 8 * 200  # the hand-over: one deterministic episode in each of the 8 envs
+    selection = 4 * 3 * 200  # the hand-over: 3 deterministic episodes for each of the 4 candidates
     assert [int(float(r["env_steps"])) for r in online] == [selection + 128, selection + 256]
     assert all(r["approx_kl"] for r in online)
     reward = EventAccumulator(str(run)).Reload().Scalars("Train/mean_reward")
@@ -166,14 +166,20 @@ def test_config_and_dataset_errors_name_the_fix(tmp_path, pendulum_data):
 
 
 def test_runs_on_a_mujoco_task_whose_critic_has_privileged_observations(tmp_path):
-    """ctrl_quad (sim=mujoco): Q, V and the online critic read the actor's groups (the dataset's)."""
+    """ctrl_quad (sim=mujoco): Q, V and the online critic read the actor's groups (the dataset's);
+    with ``select_episodes=0`` the hand-over picks by OPE alone."""
     env = build_env(load_train_config(["task=quadruped_velocity_flat"]), num_envs=8, seed=0)
     data = collect_dataset(env, random_policy(env, 0), 60, seed=0)
     path = data.save_hdf5(tmp_path / "quad.hdf5")
     run = train(["task=quadruped_velocity_flat", "algo=uni_o4", f"dataset={path}", *TINY[1:],
-                 "env.num_envs=8", "algo.num_steps_per_env=8", "algo.eval_interval=0", f"runner.log_root={tmp_path}"])
+                 "env.num_envs=8", "algo.num_steps_per_env=8", "algo.eval_interval=0", "algo.select_episodes=0",
+                 f"runner.log_root={tmp_path}"])
     state = torch.load(run / "model_6.pt", weights_only=False)
     assert state["obs_dims"]["critic"] != state["obs_dims"]["policy"]
     assert state["algo"]["phase"] == "online"
+    # select_episodes=0: the hand-over takes the best OPE score and spends no env steps
+    assert state["env_steps"] == 2 * 8 * 8 and state["algo"]["selection_env_steps"] == 0
+    ope = state["algo"]["offline"]["best_scores"]
+    assert state["algo"]["chosen"] == int(ope.argmax())
     critic_in = state["algo"]["model"]["critic.normalizer.mean"].shape[0]
     assert critic_in == state["obs_dims"]["policy"] == data.obs_dim

@@ -2,7 +2,7 @@
 
 Iterations ``1..algo.offline_iterations`` are offline (``update()`` on the dataset, an evaluation
 every ``algo.eval_interval``, no env steps counted); then the hand-over scores the offline
-candidates in the env and the learner continues as PPO for ``runner.max_iterations`` more
+candidates in an evaluation env and the learner continues as PPO for ``runner.max_iterations`` more
 iterations. TensorBoard's ``Train/mean_reward`` spans both phases by iteration; ``env_steps``
 (metrics.csv, the learning-curve plot, checkpoints) counts only the steps the online phase and
 the hand-over's evaluation took. A checkpoint from either phase resumes in that phase.
@@ -19,6 +19,7 @@ from ctrl_rl.evaluate import run_episodes
 from ctrl_rl.nets.actor_critic import concat_groups
 from ctrl_rl.runners.offline import OfflineRunner
 from ctrl_rl.runners.on_policy import Runner
+from ctrl_rl.session import build_env
 from ctrl_rl.utils.logger import EpisodeStats, TrainLogger
 
 log = logging.getLogger(__name__)
@@ -56,26 +57,29 @@ class OfflineToOnlineRunner(OfflineRunner):
 
     @torch.no_grad()
     def hand_over(self) -> None:
-        """Score each candidate by deterministic episodes (the envs split among them), start PPO
-        from the best (ties: the better OPE score)."""
+        """Score each candidate by ``algo.select_episodes`` deterministic episodes (in an env of their
+        own, seeded apart from training), start PPO from the best (ties, or ``select_episodes=0``:
+        the better OPE score)."""
         cands, groups = [c.eval() for c in self.alg.candidates()], self.alg.model.actor_obs
-        k, n = len(cands), self.env.num_envs
-        member = torch.arange(n, device=self.env.device) % k
-
-        def policy(obs):
-            x = concat_groups(obs, groups)
-            return torch.stack([c(x) for c in cands])[member, torch.arange(n, device=x.device)]
-
-        returns, lengths = run_episodes(self.env, policy, seed=self.cfg.seed + 20_000)
-        scores = torch.stack([returns[member == i].mean() if bool((member == i).any()) else
-                              torch.tensor(-torch.inf, dtype=returns.dtype, device=returns.device)
-                              for i in range(k)])
+        k, per = len(cands), self.cfg.algo.select_episodes
         ope = self.alg.offline.best_scores.tolist()
-        best = max(range(k), key=lambda i: (float(scores[i]), ope[i]))
-        self.alg.selection_env_steps = int(lengths.sum())
-        self.alg.selection_returns = scores.tolist()
+        scores = [0.0] * k
+        if per > 0:
+            env = build_env(self.cfg, num_envs=k * per, seed=self.cfg.seed + 20_000)
+            member = torch.arange(k * per, device=env.device) // per
+
+            def policy(obs):
+                x = concat_groups(obs, groups)
+                return torch.stack([c(x) for c in cands])[member, torch.arange(len(x), device=x.device)]
+
+            returns, lengths = run_episodes(env, policy, seed=self.cfg.seed + 20_000)
+            env.close()
+            scores = [float(returns[member == i].mean()) for i in range(k)]
+            self.alg.selection_env_steps = int(lengths.sum())
+        best = max(range(k), key=lambda i: (scores[i], ope[i]))
+        self.alg.selection_returns = scores
         log.info("offline phase done: candidates' returns %s, OPE %s -> member %d starts PPO",
-                 [round(s, 2) for s in scores.tolist()], [round(s, 2) for s in ope], best)
+                 [round(s, 2) for s in scores], [round(s, 2) for s in ope], best)
         self.alg.start_online(best)
 
     def state_dict(self) -> dict[str, Any]:
