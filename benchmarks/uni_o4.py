@@ -3,9 +3,9 @@
 1. Behavior policy: PPO with the task's tuned settings for ``--behavior-iterations`` (partially
    trained, seed ``--behavior-seed``); a dataset of ``--envs`` x ``--steps`` transitions of it with
    Gaussian action noise ``--noise`` (D4RL's "medium": the noisy policy is the behavior policy).
-2. Per seed: BC (Gaussian, ``--bc-iterations``) on the dataset; Uni-O4 (``algo=uni_o4``, its tuned
-   config) offline, then ``--online-iterations`` of online PPO; PPO from scratch for the same
-   number of iterations with the same env settings.
+2. Per seed: BC (Gaussian, Uni-O4's policy network, ``--bc-iterations``) on the dataset; Uni-O4
+   (``algo=uni_o4``, its tuned config) offline, then ``--online-iterations`` of online PPO; PPO from
+   scratch for the same number of iterations with the same env settings.
 
 Every score is a deterministic evaluation like ``ctrl-rl eval``: ``--eval-episodes`` episodes from
 fixed start states (eval seed ``--eval-seed``), the clock paused. Online runs are evaluated every
@@ -115,13 +115,14 @@ def main() -> None:
     rows = []
     for seed in args.seeds:
         t = time.perf_counter()
+        uni = bench.runner("uni_o4", seed, f"dataset={path}", f"runner.max_iterations={args.online_iterations}",
+                           "algo.eval_interval=0", *args.override)
+        hidden = ",".join(map(str, uni.cfg.algo.actor_hidden))  # BC with Uni-O4's policy network
         bc = bench.runner("bc", seed, f"dataset={path}", f"runner.max_iterations={args.bc_iterations}",
-                          "algo.eval_interval=0")
+                          "algo.eval_interval=0", f"algo.actor_hidden=[{hidden}]")
         bc.learn()
         bc_score = bench.score(bc.alg)
 
-        uni = bench.runner("uni_o4", seed, f"dataset={path}", f"runner.max_iterations={args.online_iterations}",
-                           "algo.eval_interval=0", *args.override)
         off = uni.cfg.algo.offline_iterations
         uni.learn(off)
         offline = bench.score(uni.alg)

@@ -155,7 +155,9 @@ class UniO4Config(PPOConfig):
     bppo_learning_rate: float = 1e-4
     """BPPO step size."""
     bppo_clip: float = 0.25
-    """BPPO clip at the first improvement step, decaying linearly to 0 over the improvement."""
+    """BPPO clip at the first improvement step."""
+    bppo_clip_decay: float = 0.96
+    """The clip is multiplied by this every improvement step (reference code; 1 = constant)."""
     omega: float = 0.7
     """Asymmetric advantage weight: ω for A > 0, 1 - ω otherwise (0.5 = off)."""
     bppo_entropy_coef: float = 0.0
@@ -188,6 +190,8 @@ class UniO4Config(PPOConfig):
                   "target_tau", "batch_size", "updates_per_iteration", "pretrain_iterations", "bppo_learning_rate",
                   "bppo_clip", "dynamics_members", "dynamics_elites", "dynamics_learning_rate", "ope_horizon",
                   "ope_states")
+        _check(0.0 < self.bppo_clip_decay <= 1.0, f"{p}.bppo_clip_decay",
+               f"must be in (0, 1], got {self.bppo_clip_decay}")
         _check(self.improve_iterations >= 0, f"{p}.improve_iterations", "must be >= 0 (0: BC only)")
         _check(self.schedule == "fixed", f"{p}.schedule",
                f"uni_o4 fine-tunes at fixed step sizes (algo.learning_rate / algo.critic_learning_rate); "

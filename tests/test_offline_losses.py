@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from ctrl_rl.algos.offline_losses import (
+    decayed_clip,
     ensemble_bc_loss,
     expectile_loss,
     gaussian_nll_loss,
-    linear_clip,
     td_target,
     weighted_advantage,
 )
@@ -59,10 +59,10 @@ def test_gaussian_nll_loss_per_member():
     torch.testing.assert_close(gaussian_nll_loss(mean, log_var, target), torch.tensor([1.0, 1.0 + math.log(4.0)]))
 
 
-def test_linear_clip_decays_to_zero():
-    assert linear_clip(0.25, 0, 100) == 0.25
-    assert linear_clip(0.25, 50, 100) == pytest.approx(0.125)
-    assert linear_clip(0.25, 150, 100) == 0.0
+def test_decayed_clip_is_geometric_in_the_step():
+    assert decayed_clip(0.25, 0.96, 0) == 0.25
+    assert decayed_clip(0.25, 0.96, 2) == pytest.approx(0.25 * 0.9216)
+    assert decayed_clip(0.25, 1.0, 500) == 0.25
 
 
 def _data(next_obs: bool) -> Dataset:

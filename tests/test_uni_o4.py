@@ -78,7 +78,7 @@ def test_only_members_whose_ope_score_improves_are_accepted(pendulum_data):
         off.pretrain_step()
     off.finish_pretraining()
     for _ in range(3):
-        off.improve_step(0, 10)
+        off.improve_step(0)
     before = [a.state_dict() for a in off.accepted]
     off.best_scores.copy_(torch.tensor([torch.inf, -torch.inf, torch.inf, -torch.inf]))
     accepted, scores = off.accept_improved()

@@ -61,7 +61,7 @@ class UniO4(PPO):
         for s in range(cfg.updates_per_iteration):
             if improving:
                 step = (k - cfg.pretrain_iterations) * cfg.updates_per_iteration + s
-                stats = off.improve_step(step, cfg.improve_iterations * cfg.updates_per_iteration)
+                stats = off.improve_step(step)
             else:
                 stats = off.pretrain_step()
             for key, v in stats.items():

@@ -15,10 +15,10 @@ from torch import nn
 
 from ctrl_rl.algos.losses import ppo_surrogate_loss
 from ctrl_rl.algos.offline_losses import (
+    decayed_clip,
     ensemble_bc_loss,
     expectile_loss,
     gaussian_nll_loss,
-    linear_clip,
     td_target,
     weighted_advantage,
 )
@@ -171,11 +171,11 @@ class UniO4Offline(nn.Module):
         return {"dynamics_holdout_mse": float(err[self.dynamics.elites].mean())}
 
     # ------------------------------------------------------------------ phase 2: BPPO + OPE
-    def improve_step(self, step: int, total: int) -> dict[str, torch.Tensor]:
-        """One BPPO step of every member against its accepted policy (clip decaying over ``total``)."""
+    def improve_step(self, step: int) -> dict[str, torch.Tensor]:
+        """BPPO step ``step`` of every member against its accepted policy (the clip decays with it)."""
         cfg = self.cfg
         obs = self._batch()["observations"]
-        clip = max(linear_clip(cfg.bppo_clip, step, total), 1e-4)
+        clip = max(decayed_clip(cfg.bppo_clip, cfg.bppo_clip_decay, step), 1e-6)
         loss = torch.zeros((), device=self.device)
         stats: dict[str, torch.Tensor] = {"surrogate": loss.detach(), "entropy": loss.detach()}
         with torch.no_grad():
