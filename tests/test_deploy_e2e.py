@@ -16,11 +16,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from bundles import quadruped_bundle
 from ctrl_rl.deploy import messages as m
 from ctrl_rl.deploy.node import DeployNode, NodeParams
 from ctrl_rl.deploy.transports.dds import DdsTransport
-
-from ctrl_rl.commands import export, train
 
 HERE = Path(__file__).parent
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
@@ -29,10 +28,7 @@ os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory) -> str:
     """A short real training run of the quadruped, exported (parity-checked) to a bundle."""
-    root = tmp_path_factory.mktemp("runs")
-    run = train(["task=quadruped_velocity_flat", "env.num_envs=64", "algo.num_steps_per_env=8",
-                 "runner.max_iterations=2", "runner.progress=false", f"runner.log_root={root}"])
-    return str(export(str(run), []))
+    return quadruped_bundle(tmp_path_factory.mktemp("runs"))
 
 
 def run_exchange(python: str, bundle: str, transport: str, **env: str) -> dict:

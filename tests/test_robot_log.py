@@ -395,13 +395,10 @@ def test_record_flag_of_deploy_node_and_sim2sim(tmp_path):
 # -- end to end: the real node over DDS against the sim2sim bridge --------------------------------
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory) -> str:
-    """A short real training run of the quadruped, exported (as tests/test_deploy_e2e.py does)."""
-    from ctrl_rl.commands import export, train
+    """A short real training run of the quadruped, exported (parity-checked) to a bundle."""
+    from bundles import quadruped_bundle
 
-    root = tmp_path_factory.mktemp("runs")
-    run = train(["task=quadruped_velocity_flat", "env.num_envs=64", "algo.num_steps_per_env=8",
-                 "runner.max_iterations=2", "runner.progress=false", f"runner.log_root={root}"])
-    return str(export(str(run), []))
+    return quadruped_bundle(tmp_path_factory.mktemp("runs"))
 
 
 def _until(cond, timeout: float, every=None) -> bool:

@@ -161,16 +161,8 @@ class Dataset:
     @classmethod
     def load_hdf5(cls, path: str | Path) -> Dataset:
         """Read a D4RL-layout HDF5 file (``timeouts`` optional: all False when absent)."""
-        import h5py
-
         path = Path(path)
-        if not path.is_file():
-            raise DatasetError(f"dataset file not found: {path} (write one with `ctrl-rl collect`)")
-        try:
-            f = h5py.File(path, "r")
-        except OSError as e:
-            raise DatasetError(f"{path}: not a readable HDF5 file ({e})") from None
-        with f:
+        with open_hdf5(path, "dataset file not found: {path} (write one with `ctrl-rl collect`)") as f:
             missing = [k for k in REQUIRED if k not in f]
             if missing:
                 raise DatasetError(f"{path}: missing key(s) {missing}; a D4RL-layout file has "
@@ -210,6 +202,19 @@ def _python_value(v: Any) -> Any:
     if isinstance(v, np.generic):
         return v.item()
     return v
+
+
+def open_hdf5(path: Path, not_found: str):
+    """``h5py.File(path, "r")``, or a :class:`DatasetError`: ``not_found`` (formatted with ``path``)
+    for a missing file, "not a readable HDF5 file" for anything else h5py cannot open."""
+    import h5py
+
+    if not path.is_file():
+        raise DatasetError(not_found.format(path=path))
+    try:
+        return h5py.File(path, "r")
+    except OSError as e:
+        raise DatasetError(f"{path}: not a readable HDF5 file ({e})") from None
 
 
 def read_attrs(path: str | Path) -> dict[str, str]:

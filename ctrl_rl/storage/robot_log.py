@@ -37,7 +37,7 @@ from urllib.parse import parse_qs
 
 import numpy as np
 
-from .dataset import Dataset, DatasetError
+from .dataset import Dataset, DatasetError, open_hdf5
 
 FORMAT = "ctrl_rl.robot_log"
 VERSION = 1
@@ -218,16 +218,8 @@ def _first_bad_row(a: np.ndarray) -> int | None:
 
 def read_robot_log(path: str | Path) -> RobotLog:
     """Read and check one episode file; :class:`DatasetError` names the file, key and row."""
-    import h5py
-
     path = Path(path)
-    if not path.is_file():
-        raise DatasetError(f"robot log not found: {path}")
-    try:
-        f = h5py.File(path, "r")
-    except OSError as e:
-        raise DatasetError(f"{path}: not a readable HDF5 file ({e})") from None
-    with f:
+    with open_hdf5(path, "robot log not found: {path}") as f:
         missing = [k for k in ("states", "actions") if k not in f]
         if missing:
             raise DatasetError(f"{path}: missing {missing}; a robot log has 'states' [T+1, state_dim] and "
