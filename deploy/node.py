@@ -161,6 +161,9 @@ class DeployNode:
         self.timer = LoopTimer(1.0 / self.rate_hz)
         self.counters = {"joint_state": 0, "imu": 0, "cmd_vel": 0, "rejected": 0, "published": 0}
         self.last_rejection = ""
+        self.max_state_age = 0.0
+        """Largest robot-state age (s) seen at a tick while the node was not passive: how close
+        the driver's stream came to ``safety.state_timeout`` (reported in :meth:`status`)."""
         self._lock = threading.Lock()
         self._joints: tuple[np.ndarray, np.ndarray, float] | None = None  # pos, vel (policy order), t
         self._imu: tuple[np.ndarray, np.ndarray, float] | None = None  # quat wxyz, gyro, t
@@ -279,6 +282,8 @@ class DeployNode:
             fault = find_fault(self.safety_cfg, pos, vel, grav, gyro, state_age, cmd_age, self.joint_limits,
                                need_command=self.safety.mode == Mode.POLICY)
         before = self.safety.mode
+        if before in (Mode.STAND_UP, Mode.POLICY) and state_age != math.inf:
+            self.max_state_age = max(self.max_state_age, state_age)
         mode = self.safety.tick(now, fault, pos)
         if mode != before:
             log.warning("mode %s -> %s (%s)", before.value, mode.value, self.safety.transitions[-1][2])
@@ -348,6 +353,7 @@ class DeployNode:
         return {"mode": self.safety.mode.value, "fault": self.safety.fault, **self.counters,
                 "last_rejection": self.last_rejection, "ticks": self.timer.ticks,
                 "deadline_misses": self.timer.misses, "rate_hz": self.rate_hz,
+                "max_state_age_ms": round(self.max_state_age * 1e3, 2),
                 "latency_us": self.latency.summary(), "period_error_ms": self.timer.summary(),
                 "recording": self.recorder.status() if self.recorder is not None else None}
 

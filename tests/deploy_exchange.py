@@ -5,7 +5,8 @@
 The sim2sim bridge runs as its own process (joints published in reversed order, position + gains
 commands); the deploy node runs here. Sequence: passive -> stand-up -> policy (the robot must
 stand and the policy must drive it), then the bridge is killed and the node must reach damping
-within 2 control periods of the last state it received. Prints one JSON line of findings.
+within the state timeout + 2 control periods of the last state it received. Prints one JSON
+line of findings.
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ import threading
 import time
 from pathlib import Path
 
+STATE_TIMEOUT = 0.5
+"""The node's state timeout here (s): twice sim2sim's default, as the test runs on a busy 2-core
+machine (CI saw a 113 ms stall). The velocity-command watchdog is off so that killing the bridge
+is seen as stale state only."""
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -29,7 +35,6 @@ def main() -> None:
     ap.add_argument("--policy-seconds", type=float, default=2.0)
     args = ap.parse_args()
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    from ctrl_rl.deploy.cli import SIM2SIM_STATE_TIMEOUT
     from ctrl_rl.deploy.node import DeployNode, NodeParams
     from ctrl_rl.deploy.transports import make_transport
 
@@ -47,7 +52,7 @@ def main() -> None:
         robot_order = RobotPolicy(args.bundle).joint_names[::-1]  # the bridge's (the robot driver's) order
         params = NodeParams(bundle=args.bundle, command_format="position_gains", command_joint_names=robot_order,
                             safety={"stand_up_time": 1.5, "stand_hold_time": 0.3,
-                                    "state_timeout": SIM2SIM_STATE_TIMEOUT})
+                                    "state_timeout": STATE_TIMEOUT, "command_timeout": 0.0})
         node = DeployNode(params, transport)
         th = threading.Thread(target=node.run, daemon=True)
         th.start()
@@ -62,7 +67,7 @@ def main() -> None:
         out["status_before_kill"] = node.status()
         os.kill(bridge.pid, signal.SIGKILL)  # the robot's state publisher dies
         bridge.wait(10)
-        time.sleep(0.3)
+        time.sleep(STATE_TIMEOUT + 0.3)
         node.stop()
         th.join(5)
         t_last = node._joints[2] if node._joints else float("nan")

@@ -43,11 +43,12 @@ def run_exchange(python: str, bundle: str, transport: str, **env: str) -> dict:
 def check_exchange(r: dict) -> None:
     """Stand-up through the state machine, the policy driving the robot, damping on a dead publisher."""
     modes = [mode for mode, _ in r["transitions"]]
-    assert modes[:3] == ["stand_up", "policy", "damping"], r["transitions"]
+    assert modes[:3] == ["stand_up", "policy", "damping"], (r["transitions"], r["status"])
     assert r["mode_before_kill"] == "policy", r["status_before_kill"]
     assert r["stand_pose_err"] < 0.3  # the measured pose reached the default pose (rad)
     st = r["status_before_kill"]
     assert st["rejected"] == 0 and st["ticks"] > 100 and "inference" in st["latency_us"]
+    assert 0 < st["max_state_age_ms"] < r["state_timeout_ms"]  # the worst gap in the state stream
     assert r["bridge"]["commands"] > 100 and r["bridge"]["rejected"] == 0
     assert r["bridge"]["base_height"] > 0.2  # standing (lying: 0.11 m)
     assert "stale" in r["transitions"][2][1]
