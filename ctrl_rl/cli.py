@@ -206,6 +206,7 @@ def main(argv: list[str] | None = None) -> None:
     unknown_flags = [e for e in extra if e.startswith("-")]
     if unknown_flags:
         _die(f"unknown option '{unknown_flags[0]}' for '{args.command}'; see ctrl-rl {args.command} --help")
+    from ctrl_rl import distributed
     from ctrl_rl.config import ConfigError
     from ctrl_rl.deploy.export import ParityError
     from ctrl_rl.env import RenderUnavailableError
@@ -213,7 +214,10 @@ def main(argv: list[str] | None = None) -> None:
     from ctrl_rl.utils.video import VideoUnavailableError
 
     if os.environ.get("CTRL_RL_DEBUG"):  # full tracebacks for bug reports
-        args.func(args, extra)
+        try:
+            args.func(args, extra)
+        finally:
+            distributed.shutdown()
         return
     try:
         args.func(args, extra)
@@ -226,6 +230,8 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         raise SystemExit(130) from None
+    finally:
+        distributed.shutdown()  # under torchrun: leave the process group cleanly
 
 
 if __name__ == "__main__":

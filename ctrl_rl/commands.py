@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -10,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ctrl_rl import distributed
 from ctrl_rl.config import TrainConfig
 from ctrl_rl.configure import apply_overrides, config_hash, config_yaml, load_train_config
 from ctrl_rl.session import (
@@ -28,7 +30,7 @@ log = logging.getLogger(__name__)
 def _make_runner(cfg: TrainConfig):
     from ctrl_rl.runners.on_policy import make_runner
 
-    return make_runner(build_env(cfg), cfg)
+    return make_runner(build_env(cfg, seed=distributed.rank_seed(cfg.seed)), cfg)  # each rank: own episodes
 
 
 def require_device(device: str) -> None:
@@ -61,22 +63,31 @@ def train(overrides: list[str], checkpoint: str | None = None, print_cfg: bool =
         if drift:
             log.warning("config differs from the checkpoint's (resume is exact only without changes): %s",
                         "; ".join(drift))
+    device = distributed.setup(cfg.device)  # under torchrun: join the group, cuda:<LOCAL_RANK> per rank
+    if device != cfg.device:
+        cfg = dataclasses.replace(cfg, device=device)
     require_device(cfg.device)
-    seed_everything(cfg.seed)
+    seed_everything(cfg.seed)  # the same on every rank: identical initial networks
     runner = _make_runner(cfg)  # env and learner first: config errors stop before any file is written
+    main = distributed.is_main()
     if path is not None:
         run_dir = path.parent
         runner.load(path)
-        print(f"resuming {path} at iteration {runner.iteration} -> {runner.total_iterations()}")
-        write_params(run_dir, cfg, overrides, prefix=f"resume_{runner.iteration}_")
+        if main:
+            print(f"resuming {path} at iteration {runner.iteration} -> {runner.total_iterations()}")
+            write_params(run_dir, cfg, overrides, prefix=f"resume_{runner.iteration}_")
     else:
-        run_dir = new_run_dir(cfg)
-        print(f"training {cfg.algo.name} on {cfg.task.name} ({cfg.sim.name}, {cfg.env.num_envs} envs, "
-              f"{cfg.device}) -> {run_dir}")
-        write_params(run_dir, cfg, overrides)
+        run_dir = new_run_dir(cfg) if main else None
+        run_dir = distributed.broadcast_object(run_dir)  # every rank writes its replay file there
+        if main:
+            ranks = f" x {distributed.world_size()} processes" if distributed.enabled() else ""
+            print(f"training {cfg.algo.name} on {cfg.task.name} ({cfg.sim.name}, {cfg.env.num_envs} envs{ranks}, "
+                  f"{cfg.device}) -> {run_dir}")
+            write_params(run_dir, cfg, overrides)
     runner.log_dir = run_dir
     runner.learn()
-    print(f"done: {run_dir} (learning_curve.png, metrics.csv, model_{runner.iteration}.pt)")
+    if main:
+        print(f"done: {run_dir} (learning_curve.png, metrics.csv, model_{runner.iteration}.pt)")
     return run_dir
 
 

@@ -94,6 +94,13 @@ class PPOConfig:
     sampling_error_interval: int = 1
     """Measure the sampling error every this many iterations (the fit costs as much as a few PPO
     epochs); iterations in between log the last measurement."""
+    compile: bool = False
+    """``torch.compile`` the minibatch loss (forward and backward graphs); the learning rate becomes
+    a device tensor and the adaptive-KL step runs on the device (no host sync per minibatch)."""
+    cudagraphs: bool = False
+    """Capture one whole minibatch update (loss, backward, all-reduce, clip, Adam) as a CUDA graph
+    and replay it (LeanRL's recipe; Adam becomes capturable). CUDA only: on cpu the same graph-safe
+    update runs uncaptured."""
 
     def __post_init__(self) -> None:
         p = "algo"
@@ -140,11 +147,14 @@ class SACConfig:
     """Gradient steps per iteration: the update-to-data ratio is ``num_updates / (num_envs * num_steps_per_env)``
     per transition collected."""
     batch_size: int = 256
-    """Transitions per gradient step (FastSAC uses tens of thousands on a GPU)."""
+    """Transitions per gradient step (FastSAC uses tens of thousands on a GPU); under torchrun per
+    process (gradients are averaged, so K processes step on K x batch_size transitions)."""
     buffer_size: int = 1_000_000
-    """Replay capacity in transitions, split evenly over the envs (per-env rings)."""
+    """Replay capacity in transitions, split evenly over the envs (per-env rings); under torchrun
+    each process holds this many (its own envs')."""
     learning_starts: int = 5000
-    """Env steps (all envs together) of uniform random actions before learning starts."""
+    """Env steps (all envs together, of every process under torchrun) of uniform random actions
+    before learning starts."""
     gamma: float = 0.99
     """Discount factor."""
     n_step: int = 1
@@ -200,6 +210,9 @@ class SACConfig:
     """Running mean/std observation normalization (updated from collected data, exported with the actor)."""
     compile: bool = False
     """``torch.compile`` the update step (a test checks it matches eager)."""
+    cudagraphs: bool = False
+    """Replay each gradient step (critic, actor, temperature, target lerp) from a CUDA graph, with
+    capturable Adam. CUDA only: on cpu the same step runs uncaptured."""
     actor_obs: List[str] = field(default_factory=lambda: ["policy"])
     """Observation groups concatenated into the actor's input."""
     critic_obs: Optional[List[str]] = None
@@ -394,7 +407,11 @@ class TrainConfig:
     seed: int = 42
     """Seeds torch, numpy, python and the envs."""
     device: str = "cpu"
-    """Torch device for envs and learner: cpu, cuda, cuda:1, ..."""
+    """Torch device for envs and learner: cpu, cuda, cuda:1, ... (under torchrun each rank takes
+    ``cuda:<LOCAL_RANK>``)."""
+    profile: bool = False
+    """Time each iteration's stages (sim step, policy inference, storage, update, logging): logged as
+    ``Perf/time_<stage>`` and printed as a table at the end. Synchronizes the GPU at each stage."""
     dataset: Optional[str] = None
     """Learners that train from data (``algo=bc``, ``algo=uni_o4``): a D4RL-layout ``.hdf5`` file,
     ``minari:<namespace>/<name>-vN`` (or a Minari dataset directory), or robot logs

@@ -125,3 +125,68 @@ def test_linear_schedule_anneals_by_update_count():
         seen.append(alg.update()["learning_rate"])
         assert alg.optimizer.param_groups[0]["lr"] == seen[-1]
     assert seen == pytest.approx([1e-3, 7.5e-4, 5e-4])
+
+
+def _train_pendulum(iterations: int, **algo_flags) -> tuple[list[torch.Tensor], list[dict[str, float]]]:
+    """A few PPO iterations on the torch pendulum (adaptive KL on, value normalization on)."""
+    from ctrl_rl.configure import load_train_config
+    from ctrl_rl.runners.on_policy import make_runner
+    from ctrl_rl.session import build_env
+    from ctrl_rl.utils.checkpoint import seed_everything
+
+    cfg = load_train_config(["task=pendulum", "env.num_envs=32", "runner.progress=false", "seed=5"])
+    cfg = dataclasses.replace(cfg, algo=dataclasses.replace(cfg.algo, **algo_flags))
+    seed_everything(cfg.seed)
+    runner = make_runner(build_env(cfg), cfg)
+    history = runner.learn(iterations)
+    return [t.detach().clone() for t in runner.alg.model.state_dict().values()], history
+
+
+@pytest.mark.parametrize("flag", ["compile", "cudagraphs"])
+def test_graph_safe_update_matches_eager(flag):
+    """``algo.compile`` (compiled loss, tensor lr, on-device adaptive KL) and ``algo.cudagraphs``
+    (the graph-safe step; captured only on CUDA) train like the eager update on CPU."""
+    eager_params, eager_hist = _train_pendulum(3, desired_kl=2e-3)  # a low target: the lr moves
+    params, hist = _train_pendulum(3, desired_kl=2e-3, **{flag: True})
+    for a, b in zip(eager_params, params, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    for a, b in zip(eager_hist, hist, strict=True):
+        for k in ("value", "surrogate", "entropy", "learning_rate", "approx_kl"):
+            assert a[k] == pytest.approx(b[k], rel=1e-3, abs=1e-6), k
+    assert len({h["learning_rate"] for h in eager_hist}) > 1  # the adaptive schedule acted
+
+
+def test_adaptive_learning_rate_tensor_form_matches_float_form():
+    from ctrl_rl.algos.losses import adaptive_kl_learning_rate
+
+    for lr, kl in [(1e-3, 0.05), (1e-3, 0.001), (1e-3, 0.0), (1e-3, 0.01), (9e-3, 0.0001), (2e-5, 0.5)]:
+        want = adaptive_kl_learning_rate(lr, kl, 0.01, 1.5, 1e-5, 1e-2)
+        got = adaptive_kl_learning_rate(torch.tensor(lr, dtype=torch.float64), torch.tensor(kl), 0.01, 1.5, 1e-5, 1e-2)
+        assert float(got) == pytest.approx(want, rel=1e-12), (lr, kl)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (host syncs only exist on a device)")
+@pytest.mark.parametrize("algo", ["ppo", "sac"])
+def test_rollout_loop_never_syncs_with_the_host_on_cuda(algo):
+    """Collection (act, env step, process_step, episode stats) under CUDA's sync debug mode."""
+    from ctrl_rl.configure import load_train_config
+    from ctrl_rl.runners.on_policy import make_runner
+    from ctrl_rl.session import build_env
+    from ctrl_rl.utils.logger import EpisodeStats
+
+    cfg = load_train_config([f"algo={algo}", "task=pendulum", "env.num_envs=64", "device=cuda"])
+    if algo == "sac":  # past the random-action phase
+        cfg = dataclasses.replace(cfg, algo=dataclasses.replace(cfg.algo, learning_starts=0))
+    runner = make_runner(build_env(cfg), cfg)
+    alg, env, episodes = runner.alg, runner.env, EpisodeStats(torch.device("cuda"))
+    obs = env.reset(seed=0)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(8):
+            actions = alg.act(obs)
+            obs, rewards, terminated, truncated, info = env.step(actions)
+            alg.process_step(obs, rewards, terminated, truncated, info)
+            episodes.add(terminated, truncated, info)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")

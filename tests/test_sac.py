@@ -66,12 +66,14 @@ def test_update_reduces_the_critic_loss_on_a_fixed_batch(distributional, aggrega
     assert np.isfinite(last) and last < first
 
 
-def test_compiled_update_matches_eager():
+@pytest.mark.parametrize("flag", ["compile", "cudagraphs"])
+def test_compiled_update_matches_eager(flag):
+    """``algo.compile`` and ``algo.cudagraphs`` (its graph-safe step; captured only on CUDA) vs eager."""
     cfg = SACConfig(learning_starts=0, batch_size=32, buffer_size=512, actor_hidden=[16], critic_hidden=[16])
     runs = []
-    for compiled in (False, True):
+    for on in (False, True):
         torch.manual_seed(0)
-        alg = SAC(dataclasses.replace(cfg, compile=compiled), {"policy": 3}, 1, 4, "cpu", seed=1)
+        alg = SAC(dataclasses.replace(cfg, **{flag: on}), {"policy": 3}, 1, 4, "cpu", seed=1)
         fill(alg, 20)
         stats = [alg.update() for _ in range(3)]
         runs.append((stats, [p.detach().clone() for p in alg.model.parameters()]))

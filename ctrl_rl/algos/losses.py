@@ -77,13 +77,20 @@ def value_loss(
 
 
 def adaptive_kl_learning_rate(
-    lr: float, kl: float, desired_kl: float, factor: float = 1.5, min_lr: float = 1e-5, max_lr: float = 1e-2
-) -> float:
+    lr: float | torch.Tensor, kl: float | torch.Tensor, desired_kl: float, factor: float = 1.5,
+    min_lr: float = 1e-5, max_lr: float = 1e-2,
+) -> float | torch.Tensor:
     """rsl_rl's KL-adaptive schedule: shrink the step when the policy moved too far.
 
     ``lr / factor`` if ``kl > 2 desired``; ``lr * factor`` if ``0 < kl < desired / 2``;
-    clamped to ``[min_lr, max_lr]``.
+    clamped to ``[min_lr, max_lr]``. Tensors in, a tensor out, computed on their device (no host
+    sync: the compiled and CUDA-graph updates keep the learning rate there).
     """
+    if isinstance(lr, torch.Tensor):
+        kl = torch.as_tensor(kl, device=lr.device)
+        grow = (kl > 0.0) & (kl < desired_kl / 2.0)
+        lr = torch.where(kl > 2.0 * desired_kl, lr / factor, torch.where(grow, lr * factor, lr))
+        return lr.clamp(min_lr, max_lr)
     if kl > 2.0 * desired_kl:
         lr = lr / factor
     elif 0.0 < kl < desired_kl / 2.0:

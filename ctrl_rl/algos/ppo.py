@@ -14,7 +14,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from ctrl_rl import distributed
 from ctrl_rl.algos.diagnostics import sampling_error
+from ctrl_rl.algos.graphs import CapturedStep
 from ctrl_rl.algos.losses import (
     adaptive_kl_learning_rate,
     compute_gae,
@@ -33,6 +35,15 @@ from ctrl_rl.utils.guards import check_finite
 log = logging.getLogger(__name__)
 
 
+def normalize_advantages(adv: torch.Tensor) -> torch.Tensor:
+    """``(A - mean) / (std + 1e-8)`` with the statistics of every rank's rollout under torchrun."""
+    if not distributed.enabled():
+        return (adv - adv.mean()) / (adv.std() + 1e-8)
+    n, mean, var = distributed.batch_moments(adv.reshape(-1, 1))
+    std = (var * (n / (n - 1))).sqrt().to(adv.dtype)  # unbiased, as torch.std
+    return (adv - mean.to(adv.dtype)) / (std + 1e-8)
+
+
 class PPO:
     """Owns the actor-critic, its optimizer, the rollout storage and the PPO update."""
 
@@ -42,7 +53,7 @@ class PPO:
         self.device = torch.device(device)
         self.model = self.make_model(obs_dims, action_dim).to(self.device)
         self.learning_rate = cfg.learning_rate
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.learning_rate)
+        self.optimizer = self.make_optimizer()
         self.value_normalizer = (
             EmpiricalNormalizer(1, eps=1e-8, clip=None).to(self.device) if cfg.normalize_value else None
         )
@@ -56,6 +67,16 @@ class PPO:
         self.num_updates = 0  # completed updates (checkpointed: schedules keyed on it resume exactly)
         self.total_updates: int | None = None  # the run's length, set by the runner (``schedule=linear``)
         self.last_sampling_error: float | None = None
+        self._loss = torch.compile(self.minibatch_loss) if cfg.compile else self.minibatch_loss
+        self._step = CapturedStep(self._update_minibatch, self.device) if cfg.cudagraphs else self._update_minibatch
+
+    def make_optimizer(self) -> torch.optim.Optimizer:
+        """Adam over the actor-critic. With ``compile``/``cudagraphs`` its learning rate is a device
+        tensor the adaptive schedule updates in place (capturable Adam on CUDA for graphs)."""
+        graph_safe = self.cfg.compile or self.cfg.cudagraphs
+        lr = torch.tensor(self.cfg.learning_rate, device=self.device) if graph_safe else self.cfg.learning_rate
+        capturable = self.cfg.cudagraphs and self.device.type == "cuda"
+        return torch.optim.Adam(self.model.parameters(), lr=lr, capturable=capturable)
 
     def make_model(self, obs_dims: dict[str, int], action_dim: int) -> ActorCritic:
         """The actor-critic (FPO swaps in a flow actor)."""
@@ -148,7 +169,7 @@ class PPO:
             out_pre["sampling_error"] = self.last_sampling_error
         adv = batch["advantages"]
         if cfg.normalize_advantage:
-            batch["advantages"] = (adv - adv.mean()) / (adv.std() + 1e-8)
+            batch["advantages"] = normalize_advantages(adv)
         if self.value_normalizer is not None:
             self.value_normalizer.update(batch["returns"].reshape(-1, 1))
         # the minibatch size stays PPO's when the update trains on several rollouts (PROPS)
@@ -157,11 +178,14 @@ class PPO:
         n = 0
         for _ in range(cfg.num_learning_epochs):
             for mb in minibatches(batch, num_minibatches, self.generator):
-                stats = self._update_minibatch(mb)
+                stats = self._step(mb)
                 for k, v in stats.items():
                     totals[k] = totals.get(k, 0.0) + v
                 n += 1
-        out = {k: float(v) / n for k, v in totals.items()}
+        out = {k: float(v) / n for k, v in totals.items()}  # the update's one host read of its stats
+        lr = self.optimizer.param_groups[0]["lr"]
+        if isinstance(lr, torch.Tensor):
+            self.learning_rate = float(lr)
         out["learning_rate"] = self.learning_rate
         if hasattr(self.model.actor, "distribution"):  # a Gaussian actor (a flow policy has no std)
             out["mean_std"] = float(batch["old_std"].mean())
@@ -182,7 +206,10 @@ class PPO:
             raise RuntimeError("schedule=linear needs the run's length: the runner sets PPO.total_updates")
         self.learning_rate = self.cfg.learning_rate * max(1.0 - self.num_updates / self.total_updates, 0.0)
         for group in self.optimizer.param_groups:
-            group["lr"] = self.learning_rate
+            if isinstance(group["lr"], torch.Tensor):
+                group["lr"].fill_(self.learning_rate)
+            else:
+                group["lr"] = self.learning_rate
 
     def after_update(self) -> dict[str, float]:
         """Make room for the next rollout; returns extra stats to log (PROPS trains its behavior policy)."""
@@ -190,22 +217,22 @@ class PPO:
         return {}
 
     def policy_loss(self, mb: Minibatch) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-        """``(surrogate, entropy, stats)`` of the actor on ``mb``: Gaussian PPO, after the adaptive-KL
-        learning-rate step (FPO replaces this with its flow-matching ratio)."""
+        """``(surrogate, entropy, stats)`` of the actor on ``mb``: Gaussian PPO. With the adaptive
+        schedule ``stats["kl"]`` (no gradient) steers the learning rate (FPO replaces this with its
+        flow-matching ratio)."""
         cfg = self.cfg
         mean, std = self.model.actor.distribution(mb.actor_obs)
+        stats: dict[str, torch.Tensor] = {}
         if cfg.schedule == "adaptive":
             with torch.no_grad():
-                kl = gaussian_kl(mb.old_mean, mb.old_std, mean, std).mean()
-            self.learning_rate = adaptive_kl_learning_rate(
-                self.learning_rate, float(kl), cfg.desired_kl, 1.5, cfg.min_learning_rate, cfg.max_learning_rate)
-            for group in self.optimizer.param_groups:
-                group["lr"] = self.learning_rate
+                stats["kl"] = gaussian_kl(mb.old_mean, mb.old_std, mean, std).mean()
         log_prob = gaussian_log_prob(mb.actions, mean, std)
         surrogate, clip_frac, approx_kl = ppo_surrogate_loss(log_prob, mb.old_log_prob, mb.advantages, cfg.clip_param)
-        return surrogate, gaussian_entropy(std).mean(), {"approx_kl": approx_kl, "clip_fraction": clip_frac}
+        return surrogate, gaussian_entropy(std).mean(), {"approx_kl": approx_kl, "clip_fraction": clip_frac, **stats}
 
-    def _update_minibatch(self, mb: Minibatch) -> dict[str, torch.Tensor]:
+    def minibatch_loss(self, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The PPO loss on ``mb`` and its detached statistics: a pure function of the networks'
+        state (what ``compile`` compiles)."""
         cfg = self.cfg
         surrogate, entropy, stats = self.policy_loss(mb)
         values = self.model.critic(mb.critic_obs)
@@ -216,11 +243,34 @@ class PPO:
             returns = norm(returns.unsqueeze(-1)).squeeze(-1)
         v_loss = value_loss(values, old_values, returns, cfg.clip_param if cfg.value_clip else None)
         loss = surrogate + cfg.value_loss_coef * v_loss - cfg.entropy_coef * entropy
+        return loss, {"value": v_loss.detach(), "surrogate": surrogate.detach(), "entropy": entropy.detach(), **stats}
+
+    def _update_minibatch(self, mb: Minibatch) -> dict[str, torch.Tensor]:
+        """One gradient step: loss, the adaptive-KL learning rate, backward, all-reduce, clip, Adam."""
+        loss, stats = self._loss(mb)
+        kl = stats.pop("kl", None)
+        if kl is not None:
+            self._adapt_learning_rate(kl)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+        distributed.all_reduce_grads(self.model.parameters())
+        nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
         self.optimizer.step()
-        return {"value": v_loss.detach(), "surrogate": surrogate.detach(), "entropy": entropy.detach(), **stats}
+        return stats
+
+    def _adapt_learning_rate(self, kl: torch.Tensor) -> None:
+        """rsl_rl's adaptive schedule with every rank's KL; on the device with a tensor learning rate."""
+        cfg = self.cfg
+        kl = distributed.mean(kl)
+        lr = self.optimizer.param_groups[0]["lr"]
+        if isinstance(lr, torch.Tensor):  # compile / cudagraphs: no host sync per minibatch
+            lr.copy_(adaptive_kl_learning_rate(lr, kl, cfg.desired_kl, 1.5, cfg.min_learning_rate,
+                                               cfg.max_learning_rate))
+            return
+        self.learning_rate = adaptive_kl_learning_rate(self.learning_rate, float(kl), cfg.desired_kl, 1.5,
+                                                       cfg.min_learning_rate, cfg.max_learning_rate)
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.learning_rate
 
     # ------------------------------------------------------------------ inference / io
     def inference_policy(self) -> nn.Module:
@@ -242,6 +292,11 @@ class PPO:
         """Restore a checkpoint; ``restore_rng=False`` for inference (eval/export on any device)."""
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
+        for group in self.optimizer.param_groups:  # a checkpoint of the other lr kind (compile on/off)
+            if self.cfg.compile or self.cfg.cudagraphs:
+                group["lr"] = torch.as_tensor(group["lr"], dtype=torch.float32, device=self.device).clone()
+            elif isinstance(group["lr"], torch.Tensor):
+                group["lr"] = float(group["lr"])
         self.learning_rate = state["learning_rate"]
         self.num_updates = state.get("num_updates", 0)
         self.last_sampling_error = state.get("last_sampling_error")

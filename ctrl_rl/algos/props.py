@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ctrl_rl import distributed
 from ctrl_rl.algos.losses import props_behavior_loss
 from ctrl_rl.algos.ppo import PPO
 from ctrl_rl.config_onpolicy import PROPSConfig
@@ -94,7 +95,8 @@ class PROPS(PPO):
             for i, idx in enumerate(batches):
                 mean, std = self.behavior.distribution(obs[idx])
                 kl_per_state = gaussian_kl(mean, std, t_mean[idx], t_std[idx])
-                kl = float(kl_per_state.detach().mean())  # a host sync per minibatch: the early stop needs it
+                # a host sync per minibatch: the early stop needs it (and all ranks must stop together)
+                kl = float(distributed.mean(kl_per_state.detach().mean()))
                 if kl > cfg.props_target_kl:  # far enough from π_θ: stop before moving further
                     return {"props_loss": loss_sum / max(steps, 1), "props_kl": kl,
                             "props_epochs": epoch + i / cfg.props_num_minibatches}
@@ -102,6 +104,7 @@ class PROPS(PPO):
                                            kl_per_state, cfg.props_clip, cfg.props_kl_coef)
                 self.behavior_optimizer.zero_grad(set_to_none=True)
                 loss.backward()
+                distributed.all_reduce_grads(self.behavior.parameters())
                 nn.utils.clip_grad_norm_(self.behavior.parameters(), cfg.props_max_grad_norm)
                 self.behavior_optimizer.step()
                 loss_sum += float(loss.detach())

@@ -16,6 +16,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from ctrl_rl import distributed
+from ctrl_rl.algos.graphs import CapturedStep
 from ctrl_rl.algos.offpolicy_losses import (
     categorical_mean,
     categorical_projection,
@@ -50,10 +52,12 @@ class SAC:
         self.num_envs, self.action_dim = num_envs, action_dim
         self.model = SACModel(obs_dims, action_dim, cfg, action_bounds).to(self.device)
         m = self.model
-        self.actor_optimizer = torch.optim.Adam(m.actor.parameters(), lr=cfg.actor_learning_rate)
-        self.critic_optimizer = torch.optim.Adam(m.critic.parameters(), lr=cfg.critic_learning_rate)
+        capturable = cfg.cudagraphs and self.device.type == "cuda"  # Adam's step count stays on the GPU
+        self.actor_optimizer = torch.optim.Adam(m.actor.parameters(), lr=cfg.actor_learning_rate, capturable=capturable)
+        self.critic_optimizer = torch.optim.Adam(m.critic.parameters(), lr=cfg.critic_learning_rate,
+                                                 capturable=capturable)
         self.log_alpha = torch.tensor(math.log(cfg.init_alpha), device=self.device, requires_grad=True)
-        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_learning_rate)
+        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_learning_rate, capturable=capturable)
         self.target_entropy = -cfg.target_entropy_scale * action_dim
         self.support = categorical_support(cfg.v_min, cfg.v_max, cfg.num_atoms, device=self.device)
         # Per-env exploration: env i samples with its std scaled by levels[i] (PQL's mixed exploration).
@@ -71,7 +75,13 @@ class SAC:
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
         self._last: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
-        self._update = torch.compile(self._update_step) if cfg.compile else self._update_step
+        step = torch.compile(self._update_step) if cfg.compile else self._update_step
+        if cfg.cudagraphs:  # one graph with the actor step, one without
+            graphs = {a: CapturedStep(lambda b, a=a: step(b, a), self.device, generators=[self.generator])
+                      for a in (True, False)}
+            self._update = lambda batch, update_actor: graphs[update_actor](batch)
+        else:
+            self._update = step
 
     @property
     def alpha(self) -> torch.Tensor:
@@ -105,7 +115,7 @@ class SAC:
         final = info.get("final_obs", next_obs)
         self.replay.add(actor_in, critic_in, squashed, rewards, terminated, truncated,
                         m.actor_input(final), m.critic_input(final))
-        self.env_steps += actor_in.shape[0]
+        self.env_steps += actor_in.shape[0] * distributed.world_size()  # all ranks step together
 
     # ------------------------------------------------------------------ update
     def update(self) -> dict[str, float]:
@@ -188,6 +198,7 @@ class SAC:
     def _step(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor, module: nn.Module | None) -> None:
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        distributed.all_reduce_grads(p for g in optimizer.param_groups for p in g["params"])
         if module is not None and self.cfg.max_grad_norm > 0:
             nn.utils.clip_grad_norm_(module.parameters(), self.cfg.max_grad_norm)
         optimizer.step()

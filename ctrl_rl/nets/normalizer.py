@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ctrl_rl import distributed
+
 
 class EmpiricalNormalizer(nn.Module):
     """Normalizes inputs by running statistics: ``clamp((x - mean) / (std + eps), ±clip)``.
@@ -12,7 +14,8 @@ class EmpiricalNormalizer(nn.Module):
     Statistics are buffers, so they travel in ``state_dict`` (checkpoints) and are baked
     into the exported ONNX graph. Updates use Chan et al.'s parallel mean/variance merge,
     which is exact for any batch split. ``until`` freezes statistics after that many
-    samples (rsl_rl semantics); ``None`` never freezes.
+    samples (rsl_rl semantics); ``None`` never freezes. Under torchrun every update merges
+    all ranks' batches, so replicas normalize alike.
     """
 
     def __init__(self, dim: int, eps: float = 1e-2, clip: float | None = 5.0, until: int | None = None):
@@ -41,12 +44,11 @@ class EmpiricalNormalizer(nn.Module):
         if self.until is not None and self.count >= self.until:
             return
         x = x.reshape(-1, self.mean.shape[0])
-        n_b = x.shape[0]
-        if n_b == 0:
+        if x.shape[0] == 0 and not distributed.enabled():  # (ranks must join the collective regardless)
             return
-        mean_b = x.mean(0)
-        var_b = x.var(0, unbiased=False)
+        n_b, mean_b, var_b = distributed.batch_moments(x)  # every rank's batch under torchrun
         n_a = self.count.to(x.dtype)
+        n_b = n_b.to(x.dtype)
         n = n_a + n_b
         delta = mean_b - self.mean
         self.mean += delta * (n_b / n)

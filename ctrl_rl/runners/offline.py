@@ -40,7 +40,8 @@ class OfflineRunner(Runner):
     def iterate(self, logger: TrainLogger, episodes: EpisodeStats, total: int) -> None:
         """``update()`` on the dataset; every ``eval_interval`` iterations (and the last) an evaluation."""
         t0 = time.perf_counter()
-        stats = self.alg.update()
+        with self.profiler.stage("update"):
+            stats = self.alg.update()
         self.iteration += 1
         t1 = time.perf_counter()
         interval = self.cfg.algo.eval_interval

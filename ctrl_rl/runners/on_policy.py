@@ -17,11 +17,13 @@ from typing import Any
 import torch
 
 import ctrl_rl
+from ctrl_rl import distributed
 from ctrl_rl.algos import make_algorithm
 from ctrl_rl.config import TrainConfig
 from ctrl_rl.env import VecEnv
 from ctrl_rl.utils.checkpoint import rng_state, save_atomic, set_rng_state
 from ctrl_rl.utils.logger import EpisodeStats, TrainLogger
+from ctrl_rl.utils.profiling import StageTimer
 
 log = logging.getLogger(__name__)
 
@@ -35,16 +37,28 @@ class Runner:
     ``iteration`` counts completed iterations; ``model_<it>.pt`` holds the state after
     ``it`` of them, so resuming from it and training to the same total reproduces an
     uninterrupted run exactly when the env exposes its state.
+
+    Under torchrun every rank runs one Runner over its own envs (seeded ``seed + rank *
+    RANK_SEED_STRIDE``, see :mod:`ctrl_rl.distributed`); the learners average gradients, so the
+    replicas stay equal. Rank 0 alone writes TensorBoard, progress and checkpoints; a checkpoint
+    holds every rank's envs and RNGs, so a resume with the same world size is exact.
     """
 
     def __init__(self, env: VecEnv, cfg: TrainConfig, log_dir: Path | None = None):
         self.env, self.cfg, self.log_dir = env, cfg, log_dir
+        self.rank, self.world_size = distributed.rank(), distributed.world_size()
+        self.env_seed = distributed.rank_seed(cfg.seed)
         self.alg = make_algorithm(cfg.algo, env.obs_dims, env.action_dim, env.num_envs, env.device,
-                                  seed=cfg.seed, action_bounds=env.action_bounds)
+                                  seed=self.env_seed, action_bounds=env.action_bounds)
+        distributed.broadcast_module_(self.alg.model)  # identical replicas from the first step
         self.iteration = 0
         self.history: list[dict[str, float]] = []
         self.obs = None
-        self.steps_per_iteration = self.samples_per_iteration()
+        self.steps_per_iteration = self.samples_per_iteration() * self.world_size
+        self.replica_divergence = 0.0
+        """At the last checkpoint: the largest parameter difference between ranks (0 = replicas)."""
+        self.profiler = StageTimer(env.device, False)
+        """Times the loop's stages when ``profile=true`` (set up by :meth:`learn`)."""
 
     def samples_per_iteration(self) -> int:
         """What one iteration consumes: env steps of all envs (samples of the dataset offline)."""
@@ -55,18 +69,25 @@ class Runner:
         total = max_iterations or self.total_iterations()
         if hasattr(self.alg, "total_updates"):  # schedules over the configured run, however learn() is chunked
             self.alg.total_updates = self.cfg.runner.max_iterations
-        logger = TrainLogger(self.log_dir, total, self.steps_per_iteration, self.iteration, self.history,
-                             progress=self.cfg.runner.progress)
+        main = distributed.is_main()
+        logger = TrainLogger(self.log_dir if main else None, total, self.steps_per_iteration, self.iteration,
+                             self.history, progress=self.cfg.runner.progress and main)
         self.configure_logger(logger)
         episodes = EpisodeStats(self.env.device)
+        self.profiler = StageTimer(self.env.device, self.cfg.profile)
         try:
             while self.iteration < total:
                 self.iterate(logger, episodes, total)
                 episodes.reset()
                 self.history = logger.history
-                self.checkpoint_if_due(logger, total)
+                with self.profiler.stage("logging"):
+                    self.checkpoint_if_due(logger, total)
+                if self.profiler.enabled:
+                    logger.log_profile(self.iteration, self.profiler.end_iteration())
         finally:
             logger.close()
+            if self.profiler.enabled and main:
+                print(self.profiler.table())
         return self.history
 
     def total_iterations(self) -> int:
@@ -79,21 +100,27 @@ class Runner:
     def iterate(self, logger: TrainLogger, episodes: EpisodeStats, total: int) -> None:
         """One iteration: collect ``num_steps_per_env`` steps in every env, prepare, update, log."""
         if self.obs is None:
-            self.obs = self.env.reset(seed=self.cfg.seed)
+            self.obs = self.env.reset(seed=self.env_seed)
         t0 = time.perf_counter()
-        obs = self.obs
+        obs, stage = self.obs, self.profiler.stage
         for _ in range(self.cfg.algo.num_steps_per_env):
-            actions = self.alg.act(obs)
-            obs, rewards, terminated, truncated, info = self.env.step(actions)
-            self.alg.process_step(obs, rewards, terminated, truncated, info)
-            episodes.add(terminated, truncated, info)
+            with stage("inference"):
+                actions = self.alg.act(obs)
+            with stage("sim"):
+                obs, rewards, terminated, truncated, info = self.env.step(actions)
+            with stage("storage"):
+                self.alg.process_step(obs, rewards, terminated, truncated, info)
+                episodes.add(terminated, truncated, info)
         self.obs = obs
-        self.after_collect()
+        with stage("update"):
+            self.after_collect()
         t1 = time.perf_counter()
-        stats = self.alg.update()
+        with stage("update"):
+            stats = distributed.mean_stats(self.alg.update())
         t2 = time.perf_counter()
         self.iteration += 1
-        logger.log_iteration(self.iteration, stats, episodes, t1 - t0, t2 - t1)
+        with stage("logging"):
+            logger.log_iteration(self.iteration, stats, episodes, t1 - t0, t2 - t1)
 
     def checkpoint_if_due(self, logger: TrainLogger, total: int) -> None:
         """``model_<it>.pt`` every ``save_interval`` iterations and at the last (TensorBoard flushed first)."""
@@ -122,21 +149,45 @@ class Runner:
             "action_bounds": self.env.action_bounds,
         }
 
+    def rank_state(self) -> dict[str, Any]:
+        """What differs between ranks: their envs, observations and random streams."""
+        return {"env_state": self.env.get_state() if self.env.supports_state else None, "obs": self.obs,
+                "rng": rng_state(), "generator": self.alg.generator.get_state()}
+
     def save(self, path: Path) -> Path:
         """``model_<it>.pt``; an off-policy learner's replay buffer goes to ``replay.pt`` beside it
-        (one file per run, replaced at each checkpoint: a 1M-transition buffer is hundreds of MB)."""
+        (one file per run, replaced at each checkpoint: a 1M-transition buffer is hundreds of MB).
+
+        Under torchrun every rank calls this: rank ``r > 0`` writes its own ``replay_rank<r>.pt``
+        and hands its :meth:`rank_state` to rank 0, which writes the checkpoint after checking
+        that the replicas are equal (and re-synchronizing them from rank 0 if not).
+        """
         if hasattr(self.alg, "replay_state_dict"):
             save_atomic({"iteration": self.iteration, "replay": self.alg.replay_state_dict()},
-                        Path(path).parent / REPLAY_FILE)
-        return save_atomic(self.state_dict(), path)
+                        Path(path).parent / self.replay_file())
+        ranks = distributed.gather_objects(self.rank_state()) if self.world_size > 1 else None
+        self.replica_divergence = distributed.replica_divergence(self.alg.model)
+        if self.replica_divergence > 0:
+            log.warning("replicas differ by up to %.3g between ranks at iteration %d: re-synchronized from rank 0",
+                        self.replica_divergence, self.iteration)
+            distributed.broadcast_module_(self.alg.model)
+        if not distributed.is_main():
+            return Path(path)
+        state = self.state_dict()
+        if ranks is not None:
+            state.update(world_size=self.world_size, rank_states=ranks[1:], replica_divergence=self.replica_divergence)
+        return save_atomic(state, path)
+
+    def replay_file(self) -> str:
+        return REPLAY_FILE if self.rank == 0 else f"replay_rank{self.rank}.pt"
 
     def _load_replay(self, path: Path) -> None:
-        f = Path(path).parent / REPLAY_FILE
+        f = Path(path).parent / self.replay_file()
         saved = torch.load(f, map_location="cpu", weights_only=False) if f.is_file() else None
         if saved is not None and saved["iteration"] == self.iteration:
             self.alg.load_replay_state_dict(saved["replay"])
             return
-        found = "no replay.pt" if saved is None else f"replay.pt is from iteration {saved['iteration']}"
+        found = f"no {f.name}" if saved is None else f"{f.name} is from iteration {saved['iteration']}"
         log.warning("replay buffer not restored (%s, checkpoint is iteration %d): learning continues from an "
                     "empty buffer, so this resume is not exact", found, self.iteration)
 
@@ -149,15 +200,34 @@ class Runner:
         if hasattr(self.alg, "load_replay_state_dict"):
             self._load_replay(path)
         self.history = list(state.get("history", []))
-        set_rng_state(state["rng"])
-        if state.get("obs") is None:  # an offline learner: no episode in flight
+        mine = self._own_rank_state(state)
+        if mine is None:  # this rank did not exist in the saved run
+            self.obs = self.env.reset(seed=self.env_seed + self.iteration)
+            return
+        set_rng_state(mine["rng"])
+        if self.rank > 0:
+            self.alg.generator.set_state(mine["generator"])
+        if mine.get("obs") is None:  # an offline learner: no episode in flight
             self.obs = None
-        elif load_env_state and state.get("env_state") is not None and self.env.supports_state:
-            self.env.set_state(state["env_state"])
-            self.obs = {k: v.to(self.env.device) for k, v in state["obs"].items()}
+        elif load_env_state and mine.get("env_state") is not None and self.env.supports_state:
+            self.env.set_state(mine["env_state"])
+            self.obs = {k: v.to(self.env.device) for k, v in mine["obs"].items()}
         else:  # env state not restorable: continue from fresh episodes (not bit-exact)
             log.warning("env state not restored from %s: resuming from freshly reset envs", path)
-            self.obs = self.env.reset(seed=self.cfg.seed + self.iteration)
+            self.obs = self.env.reset(seed=self.env_seed + self.iteration)
+
+    def _own_rank_state(self, state: dict[str, Any]) -> dict[str, Any] | None:
+        """This rank's part of a checkpoint: rank 0's is the top level (so single-process tools read
+        any checkpoint); ``None`` when the saved run had fewer ranks."""
+        saved_world = state.get("world_size", 1)
+        if saved_world != self.world_size and distributed.is_main():
+            log.warning("checkpoint was written by %d process(es), resuming with %d: the shared learner "
+                        "state is restored, ranks beyond the saved ones start from fresh episodes (not exact)",
+                        saved_world, self.world_size)
+        if self.rank == 0:
+            return state
+        ranks = state.get("rank_states", [])
+        return ranks[self.rank - 1] if self.rank - 1 < len(ranks) else None
 
 
 class OnPolicyRunner(Runner):
@@ -175,6 +245,11 @@ def make_runner(env: VecEnv, cfg: TrainConfig, log_dir: Path | None = None) -> R
     """The runner of ``cfg.algo.name``: PQL has its own (three concurrent roles), offline learners
     theirs (the env only evaluates)."""
     from ctrl_rl.algos import OFF_POLICY, OFFLINE, OFFLINE_TO_ONLINE
+    from ctrl_rl.config import ConfigError
+
+    if distributed.enabled() and (cfg.algo.name in OFFLINE + OFFLINE_TO_ONLINE or cfg.algo.name == "pql"):
+        raise ConfigError(f"algo={cfg.algo.name} does not train under torchrun yet (PPO, PROPS, FPO, residual "
+                          "and SAC do): launch it as one process")
 
     if cfg.algo.name in OFFLINE_TO_ONLINE:
         from ctrl_rl.runners.offline_to_online import OfflineToOnlineRunner
@@ -186,6 +261,10 @@ def make_runner(env: VecEnv, cfg: TrainConfig, log_dir: Path | None = None) -> R
         return OfflineRunner(env, cfg, log_dir)
     if cfg.algo.name == "pql":
         from ctrl_rl.runners.pql import PQLRunner
+
+        if cfg.profile:
+            raise ConfigError("profile: PQL's three concurrent roles are not one loop to split; its Perf/* "
+                              "tags report each role's rate. Drop profile=true for algo=pql")
 
         return PQLRunner(env, cfg, log_dir)
     return (OffPolicyRunner if cfg.algo.name in OFF_POLICY else OnPolicyRunner)(env, cfg, log_dir)

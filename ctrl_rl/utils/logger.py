@@ -10,6 +10,9 @@ from typing import Any
 
 import torch
 
+from ctrl_rl import distributed
+from ctrl_rl.utils.profiling import split_text
+
 LOSS_TAGS = {"value": "Loss/value", "surrogate": "Loss/surrogate", "entropy": "Loss/entropy",
              "learning_rate": "Loss/learning_rate", "mean_std": "Policy/mean_std",
              "approx_kl": "Policy/approx_kl", "clip_fraction": "Policy/clip_fraction",
@@ -56,12 +59,15 @@ class EpisodeStats:
         self.count += count
 
     def read(self) -> tuple[float | None, float | None, dict[str, float]]:
-        """``(mean_return, mean_length, log_means)``; ``None`` when no episode finished."""
-        count = float(self.count)
-        logs = {k: float(v) / max(1, self.log_steps) for k, v in self.log_sums.items()}
+        """``(mean_return, mean_length, log_means)`` over every rank's envs; ``None`` when no
+        episode finished. One host read (and, under torchrun, one collective) per iteration."""
+        keys = sorted(self.log_sums)
+        local = torch.stack([self.ret_sum, self.len_sum, self.count, *(self.log_sums[k] for k in keys)]).tolist()
+        ret_sum, len_sum, count, log_steps, *log_sums = distributed.sum_floats([*local[:3], self.log_steps, *local[3:]])
+        logs = {k: v / max(1, log_steps) for k, v in zip(keys, log_sums, strict=True)}
         if count == 0:
             return None, None, logs
-        return float(self.ret_sum) / count, float(self.len_sum) / count, logs
+        return ret_sum / count, len_sum / count, logs
 
 
 class TrainLogger:
@@ -84,6 +90,8 @@ class TrainLogger:
         self._last_print = 0.0
         self.last_reward: float | None = self.history[-1].get("mean_reward") if self.history else None
         self.last_length: float | None = self.history[-1].get("mean_episode_length") if self.history else None
+        self.profile_text = ""
+        """The last iteration's time split (``profile=true``), shown with the progress line."""
         self.writer = None
         if log_dir is not None:
             from torch.utils.tensorboard import SummaryWriter
@@ -119,6 +127,15 @@ class TrainLogger:
         if self.progress:
             self._print_progress(it, fps)
 
+    def log_profile(self, it: int, split: dict[str, float]) -> None:
+        """``profile=true``: iteration ``it``'s seconds per stage (``Perf/time_<stage>``, metrics.csv)."""
+        if self.history and self.history[-1].get("iteration") == it:
+            self.history[-1].update({f"time_{k}": v for k, v in split.items()})
+        if self.writer is not None:
+            for k, v in split.items():
+                self.writer.add_scalar(f"Perf/time_{k}", v, it)
+        self.profile_text = split_text(split)
+
     def env_steps(self, it: int) -> int:
         """Env steps consumed once ``it`` iterations are done."""
         return max(it - self.step_origin, 0) * self.steps_per_iteration + self.extra_env_steps
@@ -140,6 +157,8 @@ class TrainLogger:
         line = (f"[{bar}] it {it}/{self.total_iterations} | {self.env_steps(it) / 1e6:7.2f}M steps | "
                 f"{fps / 1e3:7.1f}k steps/s | reward {reward} | ep len {length} | "
                 f"elapsed {format_duration(elapsed)} | ETA {format_duration(eta)}")
+        if self.profile_text:
+            line += f"\n    time: {self.profile_text}" if not self.tty else f" | {self.profile_text}"
         if self.tty:
             sys.stdout.write("\r" + line + ("\n" if final else ""))
         else:

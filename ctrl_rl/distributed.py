@@ -1,0 +1,194 @@
+"""Multi-process training on torch.distributed, launched by ``torchrun``.
+
+One process per GPU (or per CPU slot), each owning its own envs: ``torchrun --nproc_per_node=K
+-m ctrl_rl.cli train ...``. torchrun sets ``RANK``, ``LOCAL_RANK`` and ``WORLD_SIZE``;
+:func:`setup` joins the process group (NCCL on GPUs, gloo on CPU) and gives each rank its device.
+Learners then stay replicas of one another because every rank applies the same update:
+
+- gradients are averaged over ranks before clipping (:func:`all_reduce_grads`),
+- observation-normalizer statistics merge every rank's batch (:func:`batch_moments`; rsl_rl
+  keeps them per rank, so its replicas normalize differently),
+- quantities that steer the update (the adaptive-KL learning rate, PPO's advantage statistics,
+  PROPS's early stop) are agreed on with :func:`mean`.
+
+Every function is a no-op (or the local value) when the run is a single process, so learners
+call them unconditionally.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+log = logging.getLogger(__name__)
+
+RANK_SEED_STRIDE = 100_000
+"""Rank ``r`` seeds its envs and action noise with ``seed + r * RANK_SEED_STRIDE`` (distinct episodes)."""
+
+
+def launched() -> bool:
+    """True in a process that ``torchrun`` started as one of several."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
+def enabled() -> bool:
+    """True once :func:`setup` joined a process group of more than one rank."""
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def rank() -> int:
+    return dist.get_rank() if enabled() else 0
+
+
+def world_size() -> int:
+    return dist.get_world_size() if enabled() else 1
+
+
+def is_main() -> bool:
+    """Rank 0: the one that logs, checkpoints and prints."""
+    return rank() == 0
+
+
+def rank_seed(seed: int) -> int:
+    """This rank's seed for its envs and action noise (rank 0 keeps ``seed``)."""
+    return seed + rank() * RANK_SEED_STRIDE
+
+
+def setup(device: str) -> str:
+    """Join torchrun's process group if launched by it; returns this rank's device.
+
+    On CUDA each rank takes ``cuda:<LOCAL_RANK>`` (NCCL); on CPU all ranks share the host (gloo).
+    """
+    if not launched():
+        return device
+    backend = "gloo"
+    if device.startswith("cuda"):
+        device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
+        torch.cuda.set_device(device)
+        backend = "nccl"
+    if enabled():  # already joined (a second command in the same process)
+        return device
+    dist.init_process_group(backend)
+    log.info("rank %d of %d on %s (%s)", rank(), world_size(), device, backend)
+    return device
+
+
+def shutdown() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+# ---------------------------------------------------------------------------------- collectives
+def _sum_(t: torch.Tensor) -> torch.Tensor:
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)  # gloo has no AVG: sum, then divide
+    return t
+
+
+def mean(t: torch.Tensor) -> torch.Tensor:
+    """The mean of ``t`` over ranks (``t`` itself in a single process)."""
+    return _sum_(t.detach().clone()) / world_size() if enabled() else t
+
+
+def all_reduce_grads(params: Iterable[torch.nn.Parameter]) -> None:
+    """Average the gradients of ``params`` over ranks, in one flat buffer (one collective)."""
+    if not enabled():
+        return
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return
+    flat = _sum_(torch.cat([g.reshape(-1) for g in grads]))
+    flat /= world_size()
+    offset = 0
+    for g in grads:
+        g.copy_(flat[offset : offset + g.numel()].view_as(g))
+        offset += g.numel()
+
+
+def batch_moments(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(count, mean, biased var)`` of the rows of ``x[B, D]`` over every rank's batch.
+
+    Two collectives: the global mean first, then the spread around it (Chan et al.'s merge),
+    which avoids the cancellation of summing squares.
+    """
+    n = torch.tensor(float(x.shape[0]), device=x.device, dtype=torch.float64)
+    mean_b = x.mean(0) if x.shape[0] else torch.zeros(x.shape[1:], device=x.device, dtype=x.dtype)
+    var_b = x.var(0, unbiased=False) if x.shape[0] else torch.zeros_like(mean_b)
+    if not enabled():
+        return n, mean_b, var_b
+    packed = _sum_(torch.cat([n.reshape(1), (mean_b.double() * n)]))
+    total = packed[0]
+    global_mean = packed[1:] / total.clamp(min=1)
+    spread = _sum_(n * (var_b.double() + (mean_b.double() - global_mean).square()))
+    return total, global_mean.to(x.dtype), (spread / total.clamp(min=1)).to(x.dtype)
+
+
+def sum_floats(values: list[float]) -> list[float]:
+    """Element-wise sums over ranks of a list of numbers (one collective)."""
+    if not enabled():
+        return list(values)
+    return _sum_(torch.tensor(values, dtype=torch.float64, device=_collective_device())).tolist()
+
+
+def mean_stats(stats: dict[str, float]) -> dict[str, float]:
+    """A learner's logged numbers averaged over ranks (keys are the same on every rank)."""
+    if not enabled() or not stats:
+        return stats
+    keys = sorted(stats)
+    return {k: v / world_size() for k, v in zip(keys, sum_floats([float(stats[k]) for k in keys]), strict=True)}
+
+
+def broadcast_module_(module: torch.nn.Module, src: int = 0) -> None:
+    """Copy rank ``src``'s parameters and buffers into every rank's ``module``."""
+    if enabled():
+        for t in module.state_dict().values():
+            dist.broadcast(t, src)
+
+
+def replica_divergence(module: torch.nn.Module) -> float:
+    """Largest element-wise difference of ``module``'s parameters and buffers between ranks (0 = replicas).
+
+    Element-wise max and min over ranks, so it is exact, not a checksum.
+    """
+    if not enabled():
+        return 0.0
+    tensors = [t.detach().reshape(-1).double() for t in module.state_dict().values() if t.is_floating_point()]
+    flat = torch.cat(tensors)
+    hi, lo = flat.clone(), flat.clone()
+    dist.all_reduce(hi, op=dist.ReduceOp.MAX)
+    dist.all_reduce(lo, op=dist.ReduceOp.MIN)
+    return float((hi - lo).max()) if flat.numel() else 0.0
+
+
+def gather_objects(obj: Any) -> list[Any] | None:
+    """Every rank's ``obj`` on rank 0 (``None`` elsewhere); ``[obj]`` in a single process."""
+    if not enabled():
+        return [obj]
+    out = [None] * world_size() if is_main() else None
+    dist.gather_object(obj, out, dst=0)
+    return out
+
+
+def broadcast_object(obj: Any) -> Any:
+    """Rank 0's ``obj`` on every rank."""
+    if not enabled():
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def barrier() -> None:
+    if enabled():
+        dist.barrier()
+
+
+def _collective_device() -> torch.device:
+    """Where small bookkeeping tensors go: NCCL only moves CUDA tensors."""
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
