@@ -51,7 +51,8 @@ def train_fps(algo: str, procs: int, threads: int, envs: int, iterations: int, s
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
     if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
+        lines = [ln for ln in proc.stderr.splitlines() if not ln.startswith("W1")]  # not torchrun's warnings
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n" + "\n".join(lines))
     (metrics,) = root.glob("*/*/*/metrics.csv")
     with open(metrics) as f:
         fps = [float(r["fps"]) for r in csv.DictReader(f)][skip:]

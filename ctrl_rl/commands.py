@@ -86,6 +86,9 @@ def train(overrides: list[str], checkpoint: str | None = None, print_cfg: bool =
             write_params(run_dir, cfg, overrides)
     runner.log_dir = run_dir
     runner.learn()
+    # every rank waits for rank 0's last checkpoint: a rank leaving the group while another still
+    # writes made gloo abort at exit ("terminate called without an active exception"), 1 run in ~5
+    distributed.barrier()
     if main:
         print(f"done: {run_dir} (learning_curve.png, metrics.csv, model_{runner.iteration}.pt)")
     return run_dir

@@ -68,7 +68,8 @@ def _explain(exc: Exception, algo: str = "ppo") -> str:
                 or "Key '" in full and "not in" in full):
         group, _, name = key.partition(".")
         if not name:
-            return f"unknown config key '{key}'; top-level keys: algo, task, sim, env, runner, seed, device, dataset"
+            return (f"unknown config key '{key}'; top-level keys: algo, task, sim, env, runner, seed, device, "
+                    "profile, dataset")
         if key.startswith("task.kwargs."):
             return f"'{key}' is a new key: add it with a leading '+', e.g. +{key}=<value>"
         valid = _valid_keys(group, algo)

@@ -6,8 +6,9 @@ One process per GPU (or per CPU slot), each owning its own envs: ``torchrun --np
 Learners then stay replicas of one another because every rank applies the same update:
 
 - gradients are averaged over ranks before clipping (:func:`all_reduce_grads`),
-- observation-normalizer statistics merge every rank's batch (:func:`batch_moments`; rsl_rl
-  keeps them per rank, so its replicas normalize differently),
+- observation-normalizer statistics merge every rank's rollout once per iteration
+  (``nets/normalizer.py``: ``observe``, ``sync_pending``; rsl_rl keeps them per rank, so its
+  replicas normalize differently),
 - quantities that steer the update (the adaptive-KL learning rate, PPO's advantage statistics,
   PROPS's early stop) are agreed on with :func:`mean`.
 
@@ -94,37 +95,48 @@ def mean(t: torch.Tensor) -> torch.Tensor:
     return _sum_(t.detach().clone()) / world_size() if enabled() else t
 
 
-def all_reduce_grads(params: Iterable[torch.nn.Parameter]) -> None:
-    """Average the gradients of ``params`` over ranks, in one flat buffer (one collective)."""
+def sum_tensor(t: torch.Tensor) -> torch.Tensor:
+    """The element-wise sum of ``t`` over ranks (a copy; ``t`` itself in a single process)."""
+    return _sum_(t.detach().clone()) if enabled() else t
+
+
+def all_reduce_grads(params: Iterable[torch.nn.Parameter], extra: torch.Tensor | None = None) -> torch.Tensor | None:
+    """Average the gradients of ``params`` over ranks in one flat buffer (one collective).
+
+    ``extra``, a scalar the update needs agreed on (PPO's KL for its learning rate), rides in the
+    same buffer; its mean over ranks is returned (``extra`` itself in a single process).
+    """
     if not enabled():
-        return
+        return extra
     grads = [p.grad for p in params if p.grad is not None]
-    if not grads:
-        return
-    flat = _sum_(torch.cat([g.reshape(-1) for g in grads]))
+    parts = [g.reshape(-1) for g in grads]
+    if extra is not None:
+        parts.append(extra.detach().reshape(1).to(grads[0].dtype))
+    flat = _sum_(torch.cat(parts))
     flat /= world_size()
     offset = 0
     for g in grads:
         g.copy_(flat[offset : offset + g.numel()].view_as(g))
         offset += g.numel()
+    return flat[-1] if extra is not None else None
 
 
 def batch_moments(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(count, mean, biased var)`` of the rows of ``x[B, D]`` over every rank's batch.
 
-    Two collectives: the global mean first, then the spread around it (Chan et al.'s merge),
-    which avoids the cancellation of summing squares.
+    One collective of ``[n, sum x, sum x^2]`` in float64 (enough to avoid the cancellation of
+    ``E[x^2] - mean^2`` at observation and return scales).
     """
     n = torch.tensor(float(x.shape[0]), device=x.device, dtype=torch.float64)
-    mean_b = x.mean(0) if x.shape[0] else torch.zeros(x.shape[1:], device=x.device, dtype=x.dtype)
-    var_b = x.var(0, unbiased=False) if x.shape[0] else torch.zeros_like(mean_b)
     if not enabled():
-        return n, mean_b, var_b
-    packed = _sum_(torch.cat([n.reshape(1), (mean_b.double() * n)]))
-    total = packed[0]
-    global_mean = packed[1:] / total.clamp(min=1)
-    spread = _sum_(n * (var_b.double() + (mean_b.double() - global_mean).square()))
-    return total, global_mean.to(x.dtype), (spread / total.clamp(min=1)).to(x.dtype)
+        mean_b = x.mean(0) if x.shape[0] else torch.zeros(x.shape[1:], device=x.device, dtype=x.dtype)
+        return n, mean_b, x.var(0, unbiased=False) if x.shape[0] else torch.zeros_like(mean_b)
+    xd = x.double()
+    sums = _sum_(torch.cat([n.reshape(1), xd.sum(0), xd.square().sum(0)]))
+    total, d = sums[0], x.shape[1]
+    mean = sums[1 : 1 + d] / total.clamp(min=1)
+    var = (sums[1 + d :] / total.clamp(min=1) - mean.square()).clamp(min=0.0)
+    return total, mean.to(x.dtype), var.to(x.dtype)
 
 
 def sum_floats(values: list[float]) -> list[float]:

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from ctrl_rl import distributed
-from ctrl_rl.nets.normalizer import EmpiricalNormalizer
+from ctrl_rl.nets.normalizer import EmpiricalNormalizer, observe, sync_pending
 
 
 def main() -> None:
@@ -51,6 +51,14 @@ def main() -> None:
         alone.count += n_b
     checks["normalizer_mean_err"] = float((distributed_stats[0] - alone.mean).abs().max())
     checks["normalizer_var_err"] = float((distributed_stats[1] - alone.var).abs().max())
+    pending = EmpiricalNormalizer(3)  # a rollout's steps held per rank, merged once (what training does)
+    for k in range(3):
+        observe(((pending, mine + k),))
+    checks["pending_untouched_before_sync"] = float(pending.count)
+    sync_pending(pending)
+    checks["pending_count"] = float(pending.count)
+    checks["pending_mean_err"] = float((pending.mean - alone.mean).abs().max())
+    checks["pending_var_err"] = float((pending.var - alone.var).abs().max())
 
     net = torch.nn.Linear(3, 2)
     torch.manual_seed(rank)  # different weights per rank ...

@@ -114,3 +114,16 @@ def test_uni_o4_runs_tiny() -> None:
     fields = dict(kv.split("=") for kv in result[-1].split()[1:])
     assert {"behavior_det", "bc", "uni_o4_offline", "ppo_final", "collapses", "fewer_steps"} <= set(fields)
     assert math.isfinite(float(fields["uni_o4_offline"])) and math.isfinite(float(fields["bc"]))
+
+
+def test_scaling_runs_tiny() -> None:
+    """``benchmarks/scaling.py`` at toy sizes: PPO and SAC, 1 process and 2 under torchrun; RESULT parses."""
+    cmd = [sys.executable, str(SCRIPT.parent / "scaling.py"), "--envs", "16", "--iterations", "3",
+           "--sac-iterations", "4", "--skip", "1"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=SCRIPT.parent.parent)
+    assert out.returncode == 0, out.stderr[-10000:]
+    result = [line for line in out.stdout.splitlines() if line.startswith("RESULT device=cpu")]
+    fields = dict(kv.split("=") for kv in result[-1].split()[1:])
+    for algo in ("ppo", "sac"):
+        assert float(fields[f"{algo}_fps_1"]) > 0 and float(fields[f"{algo}_fps_2"]) > 0
+        assert 0 < float(fields[f"{algo}_efficiency_2"]) < 2

@@ -22,10 +22,16 @@ HERE = Path(__file__).parent
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 
 
+def failure(proc: subprocess.CompletedProcess) -> str:
+    """What a failed launch printed, without torchrun's warning lines."""
+    err = "\n".join(ln for ln in proc.stderr.splitlines() if not ln.startswith("W1"))
+    return f"exit {proc.returncode}\n{proc.stdout[-2000:]}\n{err[-8000:]}"
+
+
 def torchrun(nproc: int, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=ENV)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    assert proc.returncode == 0, failure(proc)
     return proc
 
 
@@ -34,7 +40,7 @@ def train(root: Path, nproc: int, *overrides: str) -> Path:
     args = ["-m", "ctrl_rl.cli", "train", f"runner.log_root={root}", "runner.progress=false", *overrides]
     if nproc == 1:
         proc = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=900, env=ENV)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+        assert proc.returncode == 0, failure(proc)
     else:
         torchrun(nproc, *args)
     (run,) = [p.parent for p in root.glob("*/*/*/params")]
@@ -53,6 +59,8 @@ def test_collectives_on_a_real_process_group(tmp_path):
     assert c["world_size"] == 2 and c["moments_count"] == 27  # 10 + 17 rows
     assert c["moments_mean_err"] < 1e-5 and c["moments_var_err"] < 1e-4  # data scale 10: float32
     assert c["normalizer_count"] == 81 and c["normalizer_mean_err"] < 1e-5 and c["normalizer_var_err"] < 1e-4
+    assert c["pending_untouched_before_sync"] == 0 and c["pending_count"] == 81  # frozen while acting
+    assert c["pending_mean_err"] < 1e-5 and c["pending_var_err"] < 1e-4
     assert c["divergence_before_broadcast"] > 0.1 and c["divergence_after_broadcast"] == 0.0
     assert c["grad_mean_err"] < 1e-7 and c["grads_identical_on_ranks"] == 1.0
     assert c["kl_mean"] == 0.5 and c["stats_mean"] == 1.0 and c["broadcast_object"] == 100

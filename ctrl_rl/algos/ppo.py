@@ -246,22 +246,22 @@ class PPO:
         return loss, {"value": v_loss.detach(), "surrogate": surrogate.detach(), "entropy": entropy.detach(), **stats}
 
     def _update_minibatch(self, mb: Minibatch) -> dict[str, torch.Tensor]:
-        """One gradient step: loss, the adaptive-KL learning rate, backward, all-reduce, clip, Adam."""
+        """One gradient step: loss, backward, all-reduce (gradients and KL), the adaptive-KL learning
+        rate, clip, Adam."""
         loss, stats = self._loss(mb)
         kl = stats.pop("kl", None)
-        if kl is not None:
-            self._adapt_learning_rate(kl)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        distributed.all_reduce_grads(self.model.parameters())
+        kl = distributed.all_reduce_grads(self.model.parameters(), extra=kl)  # every rank's KL, same collective
+        if kl is not None:
+            self._adapt_learning_rate(kl)
         nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
         self.optimizer.step()
         return stats
 
     def _adapt_learning_rate(self, kl: torch.Tensor) -> None:
-        """rsl_rl's adaptive schedule with every rank's KL; on the device with a tensor learning rate."""
+        """rsl_rl's adaptive schedule (``kl``: every rank's mean); on the device with a tensor learning rate."""
         cfg = self.cfg
-        kl = distributed.mean(kl)
         lr = self.optimizer.param_groups[0]["lr"]
         if isinstance(lr, torch.Tensor):  # compile / cudagraphs: no host sync per minibatch
             lr.copy_(adaptive_kl_learning_rate(lr, kl, cfg.desired_kl, 1.5, cfg.min_learning_rate,

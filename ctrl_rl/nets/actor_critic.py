@@ -10,7 +10,7 @@ from torch import nn
 
 from ctrl_rl.env import Obs
 from ctrl_rl.nets.mlp import mlp
-from ctrl_rl.nets.normalizer import EmpiricalNormalizer
+from ctrl_rl.nets.normalizer import EmpiricalNormalizer, observe
 
 if TYPE_CHECKING:
     from ctrl_rl.config import PPOConfig
@@ -134,6 +134,4 @@ class ActorCritic(nn.Module):
 
     @torch.no_grad()
     def update_normalizers(self, actor_in: torch.Tensor, critic_in: torch.Tensor) -> None:
-        for module, x in ((self.actor.normalizer, actor_in), (self.critic.normalizer, critic_in)):
-            if isinstance(module, EmpiricalNormalizer):
-                module.update(x)
+        observe(((self.actor.normalizer, actor_in), (self.critic.normalizer, critic_in)))

@@ -12,7 +12,7 @@ from torch import nn
 from ctrl_rl.env import Obs
 from ctrl_rl.nets.actor_critic import concat_groups, resolve_groups
 from ctrl_rl.nets.mlp import mlp
-from ctrl_rl.nets.normalizer import EmpiricalNormalizer
+from ctrl_rl.nets.normalizer import EmpiricalNormalizer, observe
 from ctrl_rl.nets.sac import QEnsemble
 
 if TYPE_CHECKING:
@@ -79,6 +79,4 @@ class PQLModel(nn.Module):
 
     @torch.no_grad()
     def update_normalizers(self, actor_in: torch.Tensor, critic_in: torch.Tensor) -> None:
-        for module, x in ((self.actor.normalizer, actor_in), (self.critic_normalizer, critic_in)):
-            if isinstance(module, EmpiricalNormalizer):
-                module.update(x)
+        observe(((self.actor.normalizer, actor_in), (self.critic_normalizer, critic_in)))

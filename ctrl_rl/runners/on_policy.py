@@ -21,6 +21,7 @@ from ctrl_rl import distributed
 from ctrl_rl.algos import make_algorithm
 from ctrl_rl.config import TrainConfig
 from ctrl_rl.env import VecEnv
+from ctrl_rl.nets.normalizer import sync_pending
 from ctrl_rl.utils.checkpoint import rng_state, save_atomic, set_rng_state
 from ctrl_rl.utils.logger import EpisodeStats, TrainLogger
 from ctrl_rl.utils.profiling import StageTimer
@@ -113,6 +114,7 @@ class Runner:
                 episodes.add(terminated, truncated, info)
         self.obs = obs
         with stage("update"):
+            sync_pending(self.alg.model)  # under torchrun: every rank's rollout into the obs normalizers
             self.after_collect()
         t1 = time.perf_counter()
         with stage("update"):
