@@ -69,7 +69,9 @@ def _train_help(overrides: list[str]) -> str:
              f"algorithms (algo=...): {_algos_text()}", "tasks (task=..., sim=...):", _tasks_text(), "",
              f"keys of algo={schema().name} (`ctrl-rl train algo=<name> --help` for another learner; defaults before "
              "a task's tuning; `ctrl-rl train task=X --cfg` prints the resolved config):",
-             f"  seed={c.TrainConfig.seed}  device={c.TrainConfig.device}"]
+             f"  seed={c.TrainConfig.seed}  device={c.TrainConfig.device}  profile={c.TrainConfig.profile} "
+             "(time each iteration's stages: sim, inference, storage, update, logging)",
+             "  multi-process: torchrun --nproc_per_node=K -m ctrl_rl.cli train ... (README: More processes)"]
     for cls, prefix in ((schema, "algo"), (c.TaskConfig, "task"), (c.SimConfig, "sim"),
                         (c.EnvConfig, "env"), (c.RunnerConfig, "runner")):
         lines += describe(cls, prefix)
