@@ -9,8 +9,9 @@ Learners then stay replicas of one another because every rank applies the same u
 - observation-normalizer statistics merge every rank's rollout once per iteration
   (``nets/normalizer.py``: ``observe``, ``sync_pending``; rsl_rl keeps them per rank, so its
   replicas normalize differently),
-- quantities that steer the update (the adaptive-KL learning rate, PPO's advantage statistics,
-  PROPS's early stop) are agreed on with :func:`mean`.
+- quantities that steer the update are agreed on: PPO's KL (adaptive learning rate) rides in
+  the gradient buffer, its advantage statistics use :func:`batch_moments`, PROPS's early-stop
+  KL uses :func:`mean`.
 
 Every function is a no-op (or the local value) when the run is a single process, so learners
 call them unconditionally.
@@ -121,18 +122,19 @@ def all_reduce_grads(params: Iterable[torch.nn.Parameter], extra: torch.Tensor |
     return flat[-1] if extra is not None else None
 
 
-def batch_moments(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(count, mean, biased var)`` of the rows of ``x[B, D]`` over every rank's batch.
+def batch_moments(x: torch.Tensor) -> tuple[float | torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(count, mean, biased var)`` of the rows of ``x[B, D]`` (``B > 0`` in a single process)
+    over every rank's batch.
 
-    One collective of ``[n, sum x, sum x^2]`` in float64 (enough to avoid the cancellation of
+    A single process returns the count as a number (no tensor made per env step); under torchrun
+    one collective of ``[n, sum x, sum x^2]`` in float64 (enough to avoid the cancellation of
     ``E[x^2] - mean^2`` at observation and return scales).
     """
-    n = torch.tensor(float(x.shape[0]), device=x.device, dtype=torch.float64)
     if not enabled():
-        mean_b = x.mean(0) if x.shape[0] else torch.zeros(x.shape[1:], device=x.device, dtype=x.dtype)
-        return n, mean_b, x.var(0, unbiased=False) if x.shape[0] else torch.zeros_like(mean_b)
+        return float(x.shape[0]), x.mean(0), x.var(0, unbiased=False)
     xd = x.double()
-    sums = _sum_(torch.cat([n.reshape(1), xd.sum(0), xd.square().sum(0)]))
+    n = torch.full((1,), float(x.shape[0]), dtype=torch.float64, device=x.device)
+    sums = _sum_(torch.cat([n, xd.sum(0), xd.square().sum(0)]))
     total, d = sums[0], x.shape[1]
     mean = sums[1 : 1 + d] / total.clamp(min=1)
     var = (sums[1 + d :] / total.clamp(min=1) - mean.square()).clamp(min=0.0)

@@ -61,14 +61,15 @@ class EmpiricalNormalizer(nn.Module):
     def accumulate(self, x: torch.Tensor) -> None:
         """Keep ``x``'s sums in :attr:`pending` (no collective; merged by :func:`sync_pending`)."""
         x = x.reshape(-1, self.mean.shape[0]).double()
-        sums = torch.cat([torch.tensor([x.shape[0]], dtype=torch.float64, device=x.device), x.sum(0),
-                          x.square().sum(0)])
+        n = torch.full((1,), float(x.shape[0]), dtype=torch.float64, device=x.device)  # a fill, no host copy
+        sums = torch.cat([n, x.sum(0), x.square().sum(0)])
         self.pending = sums if self.pending is None else self.pending + sums
 
-    def _merge(self, n_b: torch.Tensor, mean_b: torch.Tensor, var_b: torch.Tensor) -> None:
+    def _merge(self, n_b: float | torch.Tensor, mean_b: torch.Tensor, var_b: torch.Tensor) -> None:
         """Chan et al.'s merge of a batch's ``(count, mean, biased var)`` into the running statistics."""
         n_a = self.count.to(mean_b.dtype)
-        n_b = n_b.to(mean_b.dtype)
+        if isinstance(n_b, torch.Tensor):  # a count summed over ranks
+            n_b = n_b.to(mean_b.dtype)
         n = n_a + n_b
         delta = mean_b - self.mean
         self.mean += delta * (n_b / n)

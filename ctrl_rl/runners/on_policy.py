@@ -141,9 +141,7 @@ class Runner:
             "iteration": self.iteration,
             "env_steps": self.iteration * self.steps_per_iteration,
             "algo": self.alg.state_dict(),
-            "env_state": self.env.get_state() if self.env.supports_state else None,
-            "obs": self.obs,
-            "rng": rng_state(),
+            **self.episode_state(),
             "history": self.history,
             "config": dataclasses.asdict(self.cfg),
             "obs_dims": dict(self.env.obs_dims),
@@ -151,10 +149,14 @@ class Runner:
             "action_bounds": self.env.action_bounds,
         }
 
-    def rank_state(self) -> dict[str, Any]:
-        """What differs between ranks: their envs, observations and random streams."""
+    def episode_state(self) -> dict[str, Any]:
+        """The episodes in flight and the global random streams (a checkpoint's per-process part)."""
         return {"env_state": self.env.get_state() if self.env.supports_state else None, "obs": self.obs,
-                "rng": rng_state(), "generator": self.alg.generator.get_state()}
+                "rng": rng_state()}
+
+    def rank_state(self) -> dict[str, Any]:
+        """What differs between ranks: :meth:`episode_state` and the learner's own generator."""
+        return {**self.episode_state(), "generator": self.alg.generator.get_state()}
 
     def save(self, path: Path) -> Path:
         """``model_<it>.pt``; an off-policy learner's replay buffer goes to ``replay.pt`` beside it
