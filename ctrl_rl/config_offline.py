@@ -8,7 +8,7 @@ is declared); importing ``ctrl_rl.config`` registers them in ``ALGO_SCHEMAS``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar, List
+from typing import ClassVar, List, Optional
 
 from ctrl_rl.config import ALGO_SCHEMAS, PPOConfig, _check, _positive
 
@@ -113,11 +113,17 @@ class UniO4Config(PPOConfig):
     critic_learning_rate: float = 2e-4
     """Online critic step size (the offline V needs to move to the new policy's values faster)."""
     schedule: str = "fixed"
-    """Online learning-rate schedule: only ``fixed`` (the two step sizes above)."""
+    """Online actor step-size schedule: ``fixed`` (Uni-O4) or ``adaptive`` (rsl_rl's KL rule, starting
+    at ``learning_rate`` within ``[min_learning_rate, max_learning_rate]``); the critic keeps
+    ``critic_learning_rate`` either way."""
     clip_param: float = 0.05
     """Online PPO clip (small: the first updates stay near the offline policy)."""
+    value_clip: bool = False
+    """PPO2's value clip, off: the critic starts as the offline V in raw return units (no value
+    normalization) and must move to the online policy's returns; a ±clip_param box (0.05 of a
+    return in the hundreds) around the rollout values would hold it still."""
     entropy_coef: float = 0.0
-    """Online entropy bonus (none: the offline std is the exploration)."""
+    """Online entropy bonus (none: the std, cloned or reset by ``online_init_std``, is the exploration)."""
     actor_hidden: List[int] = field(default_factory=lambda: [256, 256])
     """Policy MLP hidden sizes (offline ensemble and online actor)."""
     critic_hidden: List[int] = field(default_factory=lambda: [256, 256])
@@ -126,6 +132,12 @@ class UniO4Config(PPOConfig):
     """Policy std: state-dependent (cloned from heteroscedastic data) or ``scalar``."""
     min_std: float = 1e-2
     """Lower bound of the policy std."""
+    online_init_std: Optional[float] = None
+    """Hand-over: reset the online actor's std to this in every state (its mean is kept); ``null``
+    keeps the std cloned from the data (Uni-O4), which explores only as much as the data's noise."""
+    online_critic_warmup: int = 0
+    """Online updates at the start that train the critic only (the actor stays the offline policy
+    while V, fitted to the data's returns, moves to the online policy's); 0 = none (Uni-O4)."""
     online_update_normalizer: bool = False
     """Keep updating the observation normalizer online; false keeps the dataset's statistics, so
     the online phase starts from exactly the offline policy's function."""
@@ -193,9 +205,12 @@ class UniO4Config(PPOConfig):
         _check(0.0 < self.bppo_clip_decay <= 1.0, f"{p}.bppo_clip_decay",
                f"must be in (0, 1], got {self.bppo_clip_decay}")
         _check(self.improve_iterations >= 0, f"{p}.improve_iterations", "must be >= 0 (0: BC only)")
-        _check(self.schedule == "fixed", f"{p}.schedule",
-               f"uni_o4 fine-tunes at fixed step sizes (algo.learning_rate / algo.critic_learning_rate); "
-               f"got '{self.schedule}': use algo.schedule=fixed")
+        _check(self.schedule in ("fixed", "adaptive"), f"{p}.schedule",
+               f"uni_o4 fine-tunes the actor at a fixed or KL-adaptive step size; got '{self.schedule}': "
+               "use algo.schedule=fixed or algo.schedule=adaptive")
+        _check(self.online_init_std is None or self.min_std <= self.online_init_std <= self.max_std,
+               f"{p}.online_init_std", f"must be null or within [algo.min_std, algo.max_std] = "
+               f"[{self.min_std}, {self.max_std}], got {self.online_init_std}")
         _check(not self.normalize_value, f"{p}.normalize_value",
                "the online critic starts as the offline V, which predicts raw returns: keep algo.normalize_value=false")
         _check(0.0 < self.expectile < 1.0, f"{p}.expectile", f"must be in (0, 1), got {self.expectile}")
@@ -205,6 +220,8 @@ class UniO4Config(PPOConfig):
         _check(self.dynamics_elites <= self.dynamics_members, f"{p}.dynamics_elites",
                f"must not exceed algo.dynamics_members={self.dynamics_members}")
         _check(self.eval_interval >= 0, f"{p}.eval_interval", f"must be >= 0, got {self.eval_interval}")
+        _check(self.online_critic_warmup >= 0, f"{p}.online_critic_warmup",
+               f"must be >= 0 (0: none), got {self.online_critic_warmup}")
         _check(self.select_episodes >= 0, f"{p}.select_episodes",
                f"must be >= 0 (0: by OPE score), got {self.select_episodes}")
         if self.critic_obs is None:

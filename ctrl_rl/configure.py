@@ -37,6 +37,20 @@ def _route_external_task(overrides: list[str]) -> list[str]:
     return out
 
 
+def _schema_fields_always_overridable(overrides: list[str]) -> list[str]:
+    """``group.field=v`` for a field of the group's schema becomes ``++group.field=v``: a field the
+    group's yaml does not list (it takes the schema default) is still set from the command line."""
+    algo = _algo_of(overrides)
+    out = []
+    for o in overrides:
+        m = re.fullmatch(r"(\w+)\.(\w+)=(.*)", o, flags=re.S)
+        if m and m.group(2) in _valid_keys(m.group(1), algo):
+            out.append("++" + o)
+        else:
+            out.append(o)
+    return out
+
+
 _GROUP_SCHEMAS = {"task": "TaskConfig", "sim": "SimConfig", "env": "EnvConfig", "runner": "RunnerConfig"}
 
 
@@ -93,7 +107,7 @@ def load_train_config(overrides: list[str]) -> TrainConfig:
     bad = [o for o in overrides if "=" not in o]
     if bad:
         raise ConfigError(f"'{bad[0]}' is not an override; write key=value, e.g. env.num_envs=256")
-    overrides = _route_external_task(overrides)
+    overrides = _schema_fields_always_overridable(_route_external_task(overrides))
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(config_dir()), version_base=None):

@@ -78,3 +78,22 @@ def test_eval_refuses_another_task_and_accepts_env_overrides(tmp_path):
     ok = ctrl_rl("eval", "latest", "--episodes", "2", "+task.kwargs.g=9.81", cwd=tmp_path)
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.strip().splitlines()[-1].startswith("RESULT mean_return=")
+
+
+@pytest.mark.parametrize("algo", ["bc", "fpo", "ppo", "pql", "props", "residual", "sac", "uni_o4"])
+def test_every_schema_field_is_overridable_even_if_the_yaml_omits_it(algo, tmp_path):
+    """``algo.<field>=v`` works for every field of the algorithm's schema, listed in its yaml or not."""
+    import dataclasses
+    import json
+
+    from ctrl_rl.config import ALGO_SCHEMAS
+    from ctrl_rl.configure import load_train_config
+
+    default = ALGO_SCHEMAS[algo]()
+    overrides = [f"algo={algo}", "task=pendulum", f"dataset={tmp_path / 'd.hdf5'}"]
+    for f in dataclasses.fields(default):
+        v = getattr(default, f.name)
+        text = "null" if v is None else str(v).lower() if isinstance(v, bool) else v if isinstance(v, str) \
+            else json.dumps(v)
+        overrides.append(f"algo.{f.name}={text}")
+    assert load_train_config(overrides).algo == default

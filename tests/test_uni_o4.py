@@ -127,6 +127,49 @@ def test_online_phase_starts_from_the_offline_policy_and_value(pendulum_data):
     assert torch.equal(alg.model.actor.normalizer.mean, norm)
 
 
+@pytest.mark.parametrize("std_type", ["state_dependent", "scalar"])
+def test_hand_over_options_reset_exploration_warm_up_the_critic_and_adapt_only_the_actor(pendulum_data, std_type):
+    """``online_init_std`` keeps the offline mean and sets the std everywhere; during
+    ``online_critic_warmup`` only the critic moves; then the adaptive schedule moves the actor's
+    learning rate and leaves the critic's at ``critic_learning_rate``."""
+    cfg = load_train_config(["task=pendulum", "algo=uni_o4", f"dataset={pendulum_data}", *TINY,
+                             f"algo.std_type={std_type}", "algo.online_init_std=0.7", "algo.schedule=adaptive",
+                             "algo.desired_kl=0.02", "algo.online_critic_warmup=1", "algo.learning_rate=2e-5",
+                             "algo.critic_learning_rate=3e-4"])
+    alg = _algo(cfg, Dataset.load_hdf5(pendulum_data))
+    while not alg.offline_done:
+        alg.update()
+    obs = torch.randn(8, 3) * torch.tensor([1.0, 1.0, 4.0])
+    offline_mean, offline_std = alg.offline.accepted[1].distribution(obs)
+    assert not torch.allclose(offline_std, torch.full_like(offline_std, 0.7))
+    alg.start_online(1)
+    mean, std = alg.model.actor.distribution(obs)
+    torch.testing.assert_close(mean, offline_mean, rtol=0, atol=0)
+    torch.testing.assert_close(std, torch.full_like(std, 0.7))
+
+    g = torch.Generator().manual_seed(0)
+    no = torch.zeros(8, dtype=torch.bool)
+
+    def update() -> dict[str, float]:  # on a synthetic rollout
+        for _ in range(cfg.algo.num_steps_per_env):
+            alg.act({"policy": torch.randn(8, 3, generator=g)})
+            alg.process_step({"policy": torch.randn(8, 3, generator=g)}, torch.randn(8, generator=g), no, no, {})
+        alg.compute_returns()
+        return alg.update()
+
+    actor, critic = ({k: v.clone() for k, v in m.state_dict().items()} for m in (alg.model.actor, alg.model.critic))
+    stats = update()  # warm-up: the critic alone
+    assert stats["surrogate"] == 0.0 and stats["value"] > 0.0
+    assert all(torch.equal(v, alg.model.actor.state_dict()[k]) for k, v in actor.items())
+    assert not all(torch.equal(v, alg.model.critic.state_dict()[k]) for k, v in critic.items())
+    actor_group, critic_group = alg.optimizer.param_groups
+    assert actor_group["lr"] == 2e-5
+    update()  # a 2e-5 step's KL is far below desired_kl: the actor's step grows, the critic's stays
+    assert not all(torch.equal(v, alg.model.actor.state_dict()[k]) for k, v in actor.items())
+    assert actor_group["lr"] > 2e-5 and actor_group["lr"] == alg.learning_rate
+    assert critic_group["lr"] == 3e-4
+
+
 @pytest.mark.parametrize("at", [2, 4], ids=["offline", "online"])
 def test_resume_is_exact_in_either_phase(tmp_path, pendulum_data, at):
     full = _run(tmp_path / "full", pendulum_data)
@@ -155,8 +198,10 @@ def test_offline_policy_exports_and_matches_onnx(tmp_path, pendulum_data):
 def test_config_and_dataset_errors_name_the_fix(tmp_path, pendulum_data):
     with pytest.raises(ConfigError, match="dataset: algo=uni_o4 trains from a dataset"):
         load_train_config(["algo=uni_o4", "task=pendulum"])
-    with pytest.raises(ConfigError, match="algo.schedule: uni_o4 fine-tunes at fixed step sizes"):
-        load_train_config(["algo=uni_o4", "task=pendulum", f"dataset={pendulum_data}", "algo.schedule=adaptive"])
+    with pytest.raises(ConfigError, match="algo.schedule: uni_o4 fine-tunes the actor at a fixed or KL-adaptive"):
+        load_train_config(["algo=uni_o4", "task=pendulum", f"dataset={pendulum_data}", "algo.schedule=linear"])
+    with pytest.raises(ConfigError, match=r"algo.online_init_std: must be null or within \[algo.min_std"):
+        load_train_config(["algo=uni_o4", "task=pendulum", f"dataset={pendulum_data}", "algo.online_init_std=0"])
     with pytest.raises(ConfigError, match="algo.critic_obs: Q and V learn from the dataset's observations"):
         load_train_config(["algo=uni_o4", "task=pendulum", f"dataset={pendulum_data}", "algo.critic_obs=[critic]"])
     with pytest.raises(ConfigError, match="algo.normalize_value"):

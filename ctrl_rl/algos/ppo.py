@@ -205,7 +205,7 @@ class PPO:
         if not self.total_updates:
             raise RuntimeError("schedule=linear needs the run's length: the runner sets PPO.total_updates")
         self.learning_rate = self.cfg.learning_rate * max(1.0 - self.num_updates / self.total_updates, 0.0)
-        for group in self.optimizer.param_groups:
+        for group in self.scheduled_param_groups():
             if isinstance(group["lr"], torch.Tensor):
                 group["lr"].fill_(self.learning_rate)
             else:
@@ -235,15 +235,19 @@ class PPO:
         state (what ``compile`` compiles)."""
         cfg = self.cfg
         surrogate, entropy, stats = self.policy_loss(mb)
+        v_loss = self.critic_loss(mb)
+        loss = surrogate + cfg.value_loss_coef * v_loss - cfg.entropy_coef * entropy
+        return loss, {"value": v_loss.detach(), "surrogate": surrogate.detach(), "entropy": entropy.detach(), **stats}
+
+    def critic_loss(self, mb: Minibatch) -> torch.Tensor:
+        """The (optionally clipped) value loss on ``mb``, in the critic's normalized units if any."""
         values = self.model.critic(mb.critic_obs)
         old_values, returns = mb.old_values, mb.returns
         if self.value_normalizer is not None:  # compare in the critic's normalized space
             norm = self.value_normalizer
             old_values = norm(old_values.unsqueeze(-1)).squeeze(-1)
             returns = norm(returns.unsqueeze(-1)).squeeze(-1)
-        v_loss = value_loss(values, old_values, returns, cfg.clip_param if cfg.value_clip else None)
-        loss = surrogate + cfg.value_loss_coef * v_loss - cfg.entropy_coef * entropy
-        return loss, {"value": v_loss.detach(), "surrogate": surrogate.detach(), "entropy": entropy.detach(), **stats}
+        return value_loss(values, old_values, returns, self.cfg.clip_param if self.cfg.value_clip else None)
 
     def _update_minibatch(self, mb: Minibatch) -> dict[str, torch.Tensor]:
         """One gradient step: loss, backward, all-reduce (gradients and KL), the adaptive-KL learning
@@ -269,8 +273,12 @@ class PPO:
             return
         self.learning_rate = adaptive_kl_learning_rate(self.learning_rate, float(kl), cfg.desired_kl, 1.5,
                                                        cfg.min_learning_rate, cfg.max_learning_rate)
-        for group in self.optimizer.param_groups:
+        for group in self.scheduled_param_groups():
             group["lr"] = self.learning_rate
+
+    def scheduled_param_groups(self) -> list[dict[str, Any]]:
+        """The optimizer groups the learning-rate schedule steers (all; Uni-O4: the actor's only)."""
+        return self.optimizer.param_groups
 
     # ------------------------------------------------------------------ inference / io
     def inference_policy(self) -> nn.Module:

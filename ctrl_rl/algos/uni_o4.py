@@ -19,6 +19,7 @@ from ctrl_rl.algos.ppo import PPO
 from ctrl_rl.algos.uni_o4_offline import UniO4Offline
 from ctrl_rl.config_offline import UniO4Config
 from ctrl_rl.storage.dataset import Dataset
+from ctrl_rl.storage.rollout import Minibatch
 
 PHASES = ("offline", "online")
 
@@ -89,10 +90,25 @@ class UniO4(PPO):
         self.chosen = choice
         self.model.actor.load_state_dict(self.offline.accepted[choice].state_dict())
         self.model.critic.load_state_dict(self.offline.v.state_dict())
+        if self.cfg.online_init_std is not None:
+            self.model.actor.reset_std(self.cfg.online_init_std)
         self.phase = "online"
 
     def update(self) -> dict[str, float]:
         return self.offline_update() if self.phase == "offline" else super().update()
+
+    def minibatch_loss(self, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """PPO's loss; during the first ``online_critic_warmup`` updates the critic's alone (the actor
+        stays the offline policy while V moves from the data's returns to the online policy's)."""
+        if self.num_updates >= self.cfg.online_critic_warmup:
+            return super().minibatch_loss(mb)
+        v_loss = self.critic_loss(mb)
+        zero = v_loss.new_zeros(())
+        return self.cfg.value_loss_coef * v_loss, {"value": v_loss.detach(), "surrogate": zero, "entropy": zero}
+
+    def scheduled_param_groups(self) -> list[dict[str, Any]]:
+        """The schedule steers the actor's step size; the critic keeps ``critic_learning_rate``."""
+        return self.optimizer.param_groups[:1]
 
     def update_normalizers(self, actor_in: torch.Tensor, critic_in: torch.Tensor) -> None:
         """Online statistics only with ``online_update_normalizer`` (default: the dataset's, kept)."""

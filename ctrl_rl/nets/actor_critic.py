@@ -89,6 +89,17 @@ class GaussianActor(nn.Module):
             mean, log_std = out.split(self.action_dim, dim=-1)
         return mean, log_std.clamp(self.min_log_std, self.max_log_std).exp()
 
+    @torch.no_grad()
+    def reset_std(self, std: float) -> None:
+        """Set the std to ``std`` in every state and leave the mean as it is: fresh exploration for a
+        policy cloned from low-noise data (a state-dependent head loses its state dependence)."""
+        log_std = float(torch.tensor(std).log())
+        if self.std_type == "scalar":
+            self.log_std.fill_(log_std)
+        else:
+            self.net[-1].weight[self.action_dim:] = 0.0
+            self.net[-1].bias[self.action_dim:] = log_std
+
 
 class ValueCritic(nn.Module):
     """Observation normalizer -> MLP -> scalar value ``[batch]``."""
