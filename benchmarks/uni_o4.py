@@ -3,9 +3,13 @@
 1. Behavior policy: PPO with the task's tuned settings for ``--behavior-iterations`` (partially
    trained, seed ``--behavior-seed``); a dataset of ``--envs`` x ``--steps`` transitions of it with
    Gaussian action noise ``--noise`` (D4RL's "medium": the noisy policy is the behavior policy).
+   With ``--behavior-per-seed`` every seed gets its own: the seed's PPO-from-scratch run is paused
+   at ``--behavior-iterations``, its policy recorded, and the run goes on (one PPO run per seed is
+   both the behavior source and the baseline; the dataset's RNG is separate, so PPO's run is the
+   same as without the pause).
 2. Per seed: BC (Gaussian, Uni-O4's policy network, ``--bc-iterations``) on the dataset; Uni-O4
    (``algo=uni_o4``, its tuned config) offline, then ``--online-iterations`` of online PPO; PPO from
-   scratch for the same number of iterations with the same env settings.
+   scratch for ``--scratch-iterations`` (default: as many) with the same env settings.
 
 Every score is a deterministic evaluation like ``ctrl-rl eval``: ``--eval-episodes`` episodes from
 fixed start states (eval seed ``--eval-seed``), the clock paused. Online runs are evaluated every
@@ -20,6 +24,9 @@ Usage::
     python benchmarks/uni_o4.py --seeds 1 --behavior-iterations 2 --envs 4 --steps 300 --bc-iterations 1 \\
         --online-iterations 2 --eval-every 1 --eval-episodes 4 --override algo.pretrain_iterations=1 \\
         algo.improve_iterations=1 algo.updates_per_iteration=5 env.num_envs=16     # smoke
+    python benchmarks/uni_o4.py --task quadruped_velocity_flat --behavior-per-seed --behavior-iterations 120 \
+        --scratch-iterations 300 --online-iterations 200 --noise 0.1 --eval-every 10 --eval-episodes 32 \
+        --threads 2 --override-all env.num_envs=1024                                 # ctrl_quad, BENCHMARKS.md
 """
 
 from __future__ import annotations
@@ -72,6 +79,30 @@ class Bench:
         return curve
 
 
+def ppo_steps(runner) -> int:
+    return runner.iteration * runner.steps_per_iteration
+
+
+def record_behavior(bench: Bench, runner, seed: int) -> tuple[float, float, Path, str]:
+    """Score ``runner``'s policy, roll it with noise into a D4RL HDF5 file; returns
+    ``(deterministic return, the data's episode return, path, summary)``. Uses its own RNGs, so
+    ``runner``'s training goes on as if it had not been paused."""
+    a = bench.args
+    with torch.random.fork_rng():
+        det = bench.score(runner.alg)
+        env = build_env(runner.cfg, num_envs=a.envs, seed=seed + 100)
+        policy, groups = runner.alg.inference_policy(), runner.alg.model.actor_obs
+        data = collect_dataset(env, lambda obs: policy(concat_groups(obs, groups)), a.steps, seed + 100, a.noise,
+                               tuple(groups))
+        env.close()
+    data_return = float(data.episode_returns().mean())  # the noisy behavior policy (episodes cut at the end count)
+    path = Path(tempfile.mkdtemp(prefix="uni_o4_bench_")) / "data.hdf5"
+    data.save_hdf5(path)
+    text = (f"PPO {runner.iteration} it, deterministic {det:.1f}, dataset {len(data)} transitions with noise "
+            f"{a.noise}: episode return {data_return:.1f}")
+    return det, data_return, path, text
+
+
 def steps_to(curve: list[tuple[int, float]], target: float) -> float:
     return next((s for s, r in curve if r >= target), math.nan)
 
@@ -82,6 +113,9 @@ def main() -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--behavior-seed", type=int, default=1)
     p.add_argument("--behavior-iterations", type=int, default=12, help="PPO iterations of the behavior policy")
+    p.add_argument("--behavior-per-seed", action="store_true",
+                   help="each seed's behavior policy is its PPO-from-scratch run at --behavior-iterations")
+    p.add_argument("--scratch-iterations", type=int, default=0, help="PPO from scratch (0: --online-iterations)")
     p.add_argument("--envs", type=int, default=64, help="dataset: envs")
     p.add_argument("--steps", type=int, default=1000, help="dataset: steps per env")
     p.add_argument("--noise", type=float, default=0.3, help="dataset: Gaussian action noise std")
@@ -98,23 +132,25 @@ def main() -> None:
     bench = Bench(args)
     t0 = time.perf_counter()
 
-    behavior = bench.runner("ppo", args.behavior_seed, f"runner.max_iterations={args.behavior_iterations}")
-    behavior.learn()
-    behavior_det = bench.score(behavior.alg)
-    env = build_env(behavior.cfg, num_envs=args.envs, seed=args.behavior_seed + 100)
-    policy, groups = behavior.alg.inference_policy(), behavior.alg.model.actor_obs
-    data = collect_dataset(env, lambda obs: policy(concat_groups(obs, groups)), args.steps, args.behavior_seed + 100,
-                           args.noise, tuple(groups))
-    behavior_data = float(data.episode_returns().mean())  # the noisy behavior policy (episodes cut at the end count)
-    path = Path(tempfile.mkdtemp(prefix="uni_o4_bench_")) / "data.hdf5"
-    data.save_hdf5(path)
-    print(f"behavior: PPO {args.behavior_iterations} it, deterministic {behavior_det:.1f}, dataset "
-          f"{len(data)} transitions with noise {args.noise}: episode return {behavior_data:.1f} "
-          f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    if not args.behavior_per_seed:
+        behavior = bench.runner("ppo", args.behavior_seed, f"runner.max_iterations={args.behavior_iterations}")
+        behavior.learn()
+        shared = record_behavior(bench, behavior, args.behavior_seed)
+        print(f"behavior: {shared[3]} ({time.perf_counter() - t0:.0f} s)", flush=True)
 
     rows = []
+    scratch_its = args.scratch_iterations or args.online_iterations
     for seed in args.seeds:
         t = time.perf_counter()
+        ppo = bench.runner("ppo", seed, f"runner.max_iterations={scratch_its}")
+        ppo_curve = []
+        if args.behavior_per_seed:
+            ppo_curve = bench.online_curve(ppo, 0, args.behavior_iterations, ppo_steps)
+            behavior_det, behavior_data, path, text = record_behavior(bench, ppo, seed)
+            print(f"  seed {seed} behavior: {text}", flush=True)
+        else:
+            behavior_det, behavior_data, path, _ = shared
+        ppo_curve += bench.online_curve(ppo, ppo.iteration, scratch_its, ppo_steps)
         uni = bench.runner("uni_o4", seed, f"dataset={path}", f"runner.max_iterations={args.online_iterations}",
                            "algo.eval_interval=0", *args.override)
         hidden = ",".join(map(str, uni.cfg.algo.actor_hidden))  # BC with Uni-O4's policy network
@@ -132,12 +168,11 @@ def main() -> None:
             return (r.iteration - off) * r.steps_per_iteration + r.alg.selection_env_steps
 
         uni_curve = bench.online_curve(uni, off, off + args.online_iterations, uni_steps)
-        ppo = bench.runner("ppo", seed, f"runner.max_iterations={args.online_iterations}")
-        ppo_curve = bench.online_curve(ppo, 0, args.online_iterations, lambda r: r.iteration * r.steps_per_iteration)
         ppo_final = mean(r for _, r in ppo_curve[-3:])
         early = [r for s, r in uni_curve if s - uni.alg.selection_env_steps
                  <= 0.1 * args.online_iterations * uni.steps_per_iteration] or [uni_curve[0][1]]
-        row = {"seed": seed, "bc": bc_score, "offline": offline, "selection": selection, "ppo_final": ppo_final,
+        row = {"seed": seed, "behavior_det": behavior_det, "behavior_data": behavior_data, "bc": bc_score,
+               "offline": offline, "selection": selection, "ppo_final": ppo_final,
                "uni_final": mean(r for _, r in uni_curve[-3:]), "uni_steps": steps_to(uni_curve, ppo_final),
                "ppo_steps": steps_to(ppo_curve, ppo_final), "early_min": min(early),
                "uni_curve": uni_curve, "ppo_curve": ppo_curve}
@@ -148,13 +183,15 @@ def main() -> None:
               f"{row['uni_steps']:,.0f}, PPO at {row['ppo_steps']:,.0f} env steps | early min {min(early):.1f} "
               f"({time.perf_counter() - t:.0f} s)", flush=True)
 
+    behavior_det, behavior_data = mean(r["behavior_det"] for r in rows), mean(r["behavior_data"] for r in rows)
     print(f"\n### {args.task}: behavior (PPO {args.behavior_iterations} it) deterministic {behavior_det:.1f}, "
-          f"its noisy data {behavior_data:.1f}\n")
-    print("| seed | BC | Uni-O4 offline | PPO final (scratch) | env steps to it: Uni-O4 | : PPO | Uni-O4 final "
-          "| worst eval, first 10% | collapse |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+          f"its noisy data {behavior_data:.1f}{' (means over seeds)' if args.behavior_per_seed else ''}\n")
+    print("| seed | behavior: deterministic | : noisy data | BC | Uni-O4 offline | PPO final (scratch) "
+          "| env steps to it: Uni-O4 | : PPO | Uni-O4 final | worst eval, first 10% | collapse |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
-        print(f"| {r['seed']} | {r['bc']:.1f} | {r['offline']:.1f} | {r['ppo_final']:.1f} | {r['uni_steps']:,.0f} | "
+        print(f"| {r['seed']} | {r['behavior_det']:.1f} | {r['behavior_data']:.1f} | {r['bc']:.1f} | "
+              f"{r['offline']:.1f} | {r['ppo_final']:.1f} | {r['uni_steps']:,.0f} | "
               f"{r['ppo_steps']:,.0f} | {r['uni_final']:.1f} | {r['early_min']:.1f} | {r['collapse']} |")
     print("\ncurves (env steps: eval return):")
     for r in rows:
@@ -164,7 +201,7 @@ def main() -> None:
     m = {k: mean(r[k] for r in rows) for k in ("bc", "offline", "ppo_final", "uni_final", "uni_steps", "ppo_steps")}
     print(f"\nRESULT task={args.task} seeds={len(rows)} behavior_det={behavior_det:.1f} "
           f"behavior_data={behavior_data:.1f} bc={m['bc']:.1f} uni_o4_offline={m['offline']:.1f} "
-          f"offline_beats_behavior={sum(r['offline'] >= max(behavior_det, behavior_data) for r in rows)} "
+          f"offline_beats_behavior={sum(r['offline'] >= max(r['behavior_det'], r['behavior_data']) for r in rows)} "
           f"offline_beats_bc={sum(r['offline'] >= r['bc'] for r in rows)} ppo_final={m['ppo_final']:.1f} "
           f"uni_o4_steps={m['uni_steps']:.0f} ppo_steps={m['ppo_steps']:.0f} "
           f"fewer_steps={sum(r['uni_steps'] < r['ppo_steps'] for r in rows)} "

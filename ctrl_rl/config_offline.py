@@ -47,6 +47,9 @@ class BCConfig:
     eval_interval: int = 5
     """Evaluate every this many iterations: one deterministic episode in each of the env.num_envs
     envs, logged as ``Train/mean_reward``; 0 = only after the last iteration."""
+    eval_episodes: int = 0
+    """Episodes per evaluation: 0 = one in each of the env.num_envs envs; N below env.num_envs = N,
+    in an env of N envs built for the evaluation."""
     init_std: float = 1.0
     """Gaussian head: initial action std."""
     std_type: str = "state_dependent"
@@ -71,6 +74,8 @@ class BCConfig:
         _check(self.head in BC_HEADS, f"{p}.head", f"must be one of: {', '.join(BC_HEADS)} (got '{self.head}')")
         _check(self.eval_interval >= 0, f"{p}.eval_interval",
                f"must be >= 0 (0: only at the end), got {self.eval_interval}")
+        _check(self.eval_episodes >= 0, f"{p}.eval_episodes",
+               f"must be >= 0 (0: one per env), got {self.eval_episodes}")
         _check(self.weight_decay >= 0 and self.max_grad_norm >= 0, f"{p}.weight_decay",
                "algo.weight_decay and algo.max_grad_norm must be >= 0")
         _check(self.min_std < self.max_std, f"{p}.min_std", "must be below algo.max_std")
@@ -194,6 +199,10 @@ class UniO4Config(PPOConfig):
     the device batch by batch (``DeviceSampler``). -1: half the free CUDA memory, unlimited on CPU."""
     eval_interval: int = 10
     """Offline phase: evaluate (one deterministic episode per env) every this many iterations; 0 = never."""
+    eval_episodes: int = 64
+    """Offline phase: deterministic episodes per evaluation, in an env of their own (0 or >= env.num_envs:
+    one in each training env). The online env is sized for PPO (4096 for the quadruped), too many to
+    evaluate every few offline iterations."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -220,6 +229,8 @@ class UniO4Config(PPOConfig):
         _check(self.dynamics_elites <= self.dynamics_members, f"{p}.dynamics_elites",
                f"must not exceed algo.dynamics_members={self.dynamics_members}")
         _check(self.eval_interval >= 0, f"{p}.eval_interval", f"must be >= 0, got {self.eval_interval}")
+        _check(self.eval_episodes >= 0, f"{p}.eval_episodes",
+               f"must be >= 0 (0: one per env), got {self.eval_episodes}")
         _check(self.online_critic_warmup >= 0, f"{p}.online_critic_warmup",
                f"must be >= 0 (0: none), got {self.online_critic_warmup}")
         _check(self.select_episodes >= 0, f"{p}.select_episodes",

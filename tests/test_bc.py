@@ -88,6 +88,26 @@ def test_bc_resume_is_exact(tmp_path, expert_data):
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_offline_evaluation_runs_eval_episodes_in_an_env_of_their_own(tmp_path, expert_data):
+    """``algo.eval_episodes`` below env.num_envs: that many episodes in an env built for them, seeded
+    like the training env's evaluation (so the scores equal a direct run); 0: one per training env."""
+    from ctrl_rl.nets.actor_critic import concat_groups
+    from ctrl_rl.runners.on_policy import make_runner
+    from ctrl_rl.session import build_env
+
+    for n, expected_envs in ((7, 7), (0, 100), (500, 100)):
+        cfg = load_train_config(_bc(tmp_path, expert_data, f"algo.eval_episodes={n}"))
+        runner = make_runner(build_env(cfg), cfg, log_dir=None)
+        runner.iteration = 3
+        policy = runner.alg.inference_policy()
+        seed = cfg.seed + 10_000 + 3
+        env = make_env("torch", "point_mass", expected_envs, "cpu", seed=seed)
+        returns, lengths = run_episodes(env, lambda obs, pi=policy: pi(concat_groups(obs, ["policy"])), seed=seed)
+        assert runner.evaluate() == (float(returns.mean()), float(lengths.double().mean()))
+    with pytest.raises(ConfigError, match="algo.eval_episodes: must be >= 0"):
+        load_train_config(_bc(tmp_path, expert_data, "algo.eval_episodes=-1"))
+
+
 def test_config_and_dataset_errors_name_the_fix(tmp_path, expert_data):
     with pytest.raises(ConfigError, match="dataset: algo=bc trains from a dataset: pass dataset=<file.hdf5 "):
         load_train_config(["algo=bc", "task=point_mass"])

@@ -102,11 +102,14 @@ def test_bc_residual_runs_tiny() -> None:
     assert all(math.isfinite(float(v)) for v in fields.values())
 
 
-def test_uni_o4_runs_tiny() -> None:
-    """``benchmarks/uni_o4.py`` at toy sizes: behavior PPO, dataset, BC, Uni-O4 both phases, PPO; RESULT parses."""
+@pytest.mark.parametrize("per_seed", [[], ["--behavior-per-seed", "--scratch-iterations", "3"]],
+                         ids=["shared", "per_seed"])
+def test_uni_o4_runs_tiny(per_seed: list[str]) -> None:
+    """``benchmarks/uni_o4.py`` at toy sizes: behavior PPO (one for all seeds, or each seed's own PPO run
+    paused), dataset, BC, Uni-O4 both phases, PPO; RESULT parses."""
     cmd = [sys.executable, str(SCRIPT.parent / "uni_o4.py"), "--seeds", "1", "--behavior-iterations", "2",
            "--envs", "4", "--steps", "300", "--bc-iterations", "1", "--online-iterations", "2", "--eval-every", "1",
-           "--eval-episodes", "4", "--override", "algo.pretrain_iterations=1", "algo.improve_iterations=1",
+           "--eval-episodes", "4", *per_seed, "--override", "algo.pretrain_iterations=1", "algo.improve_iterations=1",
            "algo.updates_per_iteration=5", "--override-all", "env.num_envs=16"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=SCRIPT.parent.parent)
     assert out.returncode == 0, out.stderr[-3000:]

@@ -2,10 +2,10 @@
 
 An iteration is the learner's ``update()`` (``updates_per_iteration`` minibatch steps); every
 ``algo.eval_interval`` iterations (and after the last) the deterministic policy runs one episode
-in each of ``env.num_envs`` envs and the mean return is logged as ``Train/mean_reward``, so an
-offline run's curve reads like an online one. Checkpoints are the online runners': ``ctrl-rl
-eval``, ``export`` and ``--checkpoint`` resume work unchanged (the dataset is reloaded from
-``dataset=``; resume is exact).
+in each of ``env.num_envs`` envs (at most ``algo.eval_episodes``) and the mean return is logged
+as ``Train/mean_reward``, so an offline run's curve reads like an online one. Checkpoints are the
+online runners': ``ctrl-rl eval``, ``export`` and ``--checkpoint`` resume work unchanged (the
+dataset is reloaded from ``dataset=``; resume is exact).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import time
 from ctrl_rl.evaluate import run_episodes
 from ctrl_rl.nets.actor_critic import concat_groups
 from ctrl_rl.runners.on_policy import Runner
+from ctrl_rl.session import build_env
 from ctrl_rl.storage.formats import load_dataset
 from ctrl_rl.utils.logger import EpisodeStats, TrainLogger
 
@@ -31,10 +32,18 @@ class OfflineRunner(Runner):
         return self.cfg.algo.batch_size * self.cfg.algo.updates_per_iteration
 
     def evaluate(self) -> tuple[float, float]:
-        """Mean return and length of one deterministic episode per env."""
+        """Mean return and length of one deterministic episode per env: the training env's, or, when
+        ``algo.eval_episodes`` asks for fewer, an env of that many built for this evaluation (a
+        4096-env task would otherwise run 4096 episodes each time)."""
         policy, groups = self.alg.inference_policy(), self.alg.model.actor_obs
-        returns, lengths = run_episodes(self.env, lambda obs: policy(concat_groups(obs, groups)),
-                                        seed=self.cfg.seed + 10_000 + self.iteration)
+        seed = self.cfg.seed + 10_000 + self.iteration
+        n = self.cfg.algo.eval_episodes
+        env = build_env(self.cfg, num_envs=n, seed=seed) if 0 < n < self.env.num_envs else self.env
+        try:
+            returns, lengths = run_episodes(env, lambda obs: policy(concat_groups(obs, groups)), seed=seed)
+        finally:
+            if env is not self.env:
+                env.close()
         return float(returns.mean()), float(lengths.double().mean())
 
     def iterate(self, logger: TrainLogger, episodes: EpisodeStats, total: int) -> None:
