@@ -22,6 +22,18 @@ def build_env(cfg: TrainConfig, num_envs: int | None = None, seed: int | None = 
                      seed=cfg.seed if seed is None else seed, **cfg.task.kwargs)
 
 
+def episodes_in_own_env(cfg: TrainConfig, num_envs: int, seed: int, policy) -> tuple[torch.Tensor, torch.Tensor]:
+    """``run_episodes`` (one episode per env) in an env of ``num_envs`` built for it and closed after,
+    so evaluations neither step the training env nor take its size."""
+    from ctrl_rl.evaluate import run_episodes
+
+    env = build_env(cfg, num_envs=num_envs, seed=seed)
+    try:
+        return run_episodes(env, policy, seed=seed)
+    finally:
+        env.close()
+
+
 def task_root(cfg: TrainConfig) -> Path:
     """``logs/<algo>/<task>``: where runs of this algo and task live."""
     return Path(cfg.runner.log_root) / cfg.algo.name / cfg.task.name.replace("/", "_")

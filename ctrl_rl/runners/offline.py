@@ -15,7 +15,7 @@ import time
 from ctrl_rl.evaluate import run_episodes
 from ctrl_rl.nets.actor_critic import concat_groups
 from ctrl_rl.runners.on_policy import Runner
-from ctrl_rl.session import build_env
+from ctrl_rl.session import episodes_in_own_env
 from ctrl_rl.storage.formats import load_dataset
 from ctrl_rl.utils.logger import EpisodeStats, TrainLogger
 
@@ -35,15 +35,16 @@ class OfflineRunner(Runner):
         """Mean return and length of one deterministic episode per env: the training env's, or, when
         ``algo.eval_episodes`` asks for fewer, an env of that many built for this evaluation (a
         4096-env task would otherwise run 4096 episodes each time)."""
-        policy, groups = self.alg.inference_policy(), self.alg.model.actor_obs
-        seed = self.cfg.seed + 10_000 + self.iteration
-        n = self.cfg.algo.eval_episodes
-        env = build_env(self.cfg, num_envs=n, seed=seed) if 0 < n < self.env.num_envs else self.env
-        try:
-            returns, lengths = run_episodes(env, lambda obs: policy(concat_groups(obs, groups)), seed=seed)
-        finally:
-            if env is not self.env:
-                env.close()
+        actor, groups = self.alg.inference_policy(), self.alg.model.actor_obs
+        seed, n = self.cfg.seed + 10_000 + self.iteration, self.cfg.algo.eval_episodes
+
+        def policy(obs):
+            return actor(concat_groups(obs, groups))
+
+        if 0 < n < self.env.num_envs:
+            returns, lengths = episodes_in_own_env(self.cfg, n, seed, policy)
+        else:
+            returns, lengths = run_episodes(self.env, policy, seed=seed)
         return float(returns.mean()), float(lengths.double().mean())
 
     def iterate(self, logger: TrainLogger, episodes: EpisodeStats, total: int) -> None:

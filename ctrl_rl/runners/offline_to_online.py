@@ -15,11 +15,10 @@ from typing import Any
 
 import torch
 
-from ctrl_rl.evaluate import run_episodes
 from ctrl_rl.nets.actor_critic import concat_groups
 from ctrl_rl.runners.offline import OfflineRunner
 from ctrl_rl.runners.on_policy import Runner
-from ctrl_rl.session import build_env
+from ctrl_rl.session import episodes_in_own_env
 from ctrl_rl.utils.logger import EpisodeStats, TrainLogger
 
 log = logging.getLogger(__name__)
@@ -65,15 +64,13 @@ class OfflineToOnlineRunner(OfflineRunner):
         ope = self.alg.offline.best_scores.tolist()
         scores = [0.0] * k
         if per > 0:
-            env = build_env(self.cfg, num_envs=k * per, seed=self.cfg.seed + 20_000)
-            member = torch.arange(k * per, device=env.device) // per
+            member = torch.arange(k * per, device=self.env.device) // per
 
             def policy(obs):
                 x = concat_groups(obs, groups)
                 return torch.stack([c(x) for c in cands])[member, torch.arange(len(x), device=x.device)]
 
-            returns, lengths = run_episodes(env, policy, seed=self.cfg.seed + 20_000)
-            env.close()
+            returns, lengths = episodes_in_own_env(self.cfg, k * per, self.cfg.seed + 20_000, policy)
             scores = [float(returns[member == i].mean()) for i in range(k)]
             self.alg.selection_env_steps = int(lengths.sum())
         best = max(range(k), key=lambda i: (scores[i], ope[i]))
