@@ -18,6 +18,12 @@ env steps Uni-O4 and PPO need to reach PPO's final return (mean of its last 3 ev
 count includes the hand-over's evaluation episodes); and the worst evaluation in the first 10% of
 fine-tuning against the offline score (a collapse is more than 20% of |offline| below it).
 
+With ``--stage DIR`` everything before the online phase (the PPO run and its curve, the dataset,
+BC's score, Uni-O4's offline models and hand-over choice) is kept per seed in ``DIR/seed<N>/``; a
+later run with the same ``--stage`` and the same settings for those parts only fine-tunes, so
+online settings (``--override algo.online_init_std=... algo.schedule=...``) can be compared from
+one hand-over. Settings that would change a kept part are refused by name.
+
 Usage::
 
     python benchmarks/uni_o4.py                         # pendulum, 3 seeds (~40 min on 2 cores)
@@ -32,11 +38,15 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import math
+import shutil
 import tempfile
 import time
 from pathlib import Path
 from statistics import mean
+from typing import Any
 
 import torch
 
@@ -55,10 +65,14 @@ class Bench:
         self.args = args
         self.eval_env = None
 
+    def config(self, algo: str, seed: int, *extra: str):
+        a = self.args
+        return load_train_config([f"algo={algo}", f"task={a.task}", f"seed={seed}", "runner.progress=false",
+                                  *a.override_all, *extra])
+
     def runner(self, algo: str, seed: int, *extra: str):
         a = self.args
-        cfg = load_train_config([f"algo={algo}", f"task={a.task}", f"seed={seed}", "runner.progress=false",
-                                 *a.override_all, *extra])
+        cfg = self.config(algo, seed, *extra)
         seed_everything(cfg.seed)
         if self.eval_env is None:
             self.eval_env = build_env(cfg, num_envs=a.eval_episodes, seed=a.eval_seed)
@@ -103,6 +117,110 @@ def record_behavior(bench: Bench, runner, seed: int) -> tuple[float, float, Path
     return det, data_return, path, text
 
 
+ONLINE_ONLY = {"num_steps_per_env", "num_learning_epochs", "num_minibatches", "learning_rate", "schedule", "desired_kl",
+               "min_learning_rate", "max_learning_rate", "clip_param", "value_clip", "lam", "value_loss_coef",
+               "entropy_coef", "max_grad_norm", "normalize_advantage", "critic_learning_rate", "critic_obs",
+               "online_init_std", "online_critic", "online_critic_warmup", "online_update_normalizer", "compile",
+               "cudagraphs", "sampling_error_steps", "sampling_error_interval", "eval_interval", "eval_episodes"}
+"""Uni-O4 fields only the online phase reads: a kept stage serves any values of these."""
+STAGE_ARGS = ("task", "behavior_seed", "behavior_iterations", "behavior_per_seed", "scratch_iterations", "envs",
+              "steps", "noise", "bc_iterations", "online_iterations", "eval_every", "eval_episodes", "eval_seed",
+              "override_all")
+
+
+def stage_settings(args: argparse.Namespace, uni_cfg) -> dict[str, Any]:
+    """What a kept stage depends on: the benchmark's arguments and Uni-O4's offline settings."""
+    cfg = dataclasses.asdict(uni_cfg)
+    cfg["algo"] = {k: v for k, v in cfg["algo"].items() if k not in ONLINE_ONLY}
+    for key in ("runner", "dataset"):
+        cfg.pop(key)
+    scratch = args.scratch_iterations or args.online_iterations
+    return json.loads(json.dumps({"args": {**{k: getattr(args, k) for k in STAGE_ARGS}, "scratch_iterations": scratch},
+                                  "config": cfg}, default=str))
+
+
+def flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``."""
+    out: dict[str, Any] = {}
+    for k, v in tree.items():
+        out.update(flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+    return out
+
+
+def load_stage(folder: Path, settings: dict[str, Any]) -> dict[str, Any] | None:
+    """The kept stage in ``folder`` (``None`` if there is none); refuses one made with other settings."""
+    if not (folder / "stage.pt").exists():
+        return None
+    stage = torch.load(folder / "stage.pt", weights_only=False)
+    if stage["settings"] != settings:
+        old, new = flat(stage["settings"]), flat(settings)
+        diff = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new))
+                if old.get(k) != new.get(k)]
+        raise SystemExit(f"{folder} was made with other settings ({'; '.join(diff)}): use another --stage folder")
+    return stage
+
+
+def save_stage(folder: Path, stage: dict[str, Any], dataset: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(dataset, folder / "data.hdf5")
+    tmp = folder / "stage.pt.tmp"
+    torch.save(stage, tmp)
+    tmp.replace(folder / "stage.pt")
+
+
+def offline_state(alg) -> dict[str, Any]:
+    """Uni-O4's offline models and the hand-over's choice (what ``restore_offline`` puts back)."""
+    return {"offline": alg.offline.state_dict(), "chosen": alg.chosen, "offline_iteration": alg.offline_iteration,
+            "selection_returns": alg.selection_returns, "selection_env_steps": alg.selection_env_steps,
+            "generator": alg.generator.get_state()}
+
+
+def restore_offline(runner, state: dict[str, Any]) -> None:
+    """Put a kept offline phase into a fresh Uni-O4 runner and hand over with its online settings."""
+    alg = runner.alg
+    alg.offline.load_state_dict(state["offline"])
+    alg.offline_iteration = runner.iteration = state["offline_iteration"]
+    alg.selection_returns, alg.selection_env_steps = state["selection_returns"], state["selection_env_steps"]
+    alg.generator.set_state(state["generator"])  # the action noise goes on as in the run that made the stage
+    alg.start_online(state["chosen"])
+
+
+def uni_extra(args: argparse.Namespace, dataset: Path | str) -> list[str]:
+    """Uni-O4's overrides on top of ``Bench.config``'s."""
+    return [f"dataset={dataset}", f"runner.max_iterations={args.online_iterations}", "algo.eval_interval=0",
+            *args.override]
+
+
+def prepare(bench: Bench, seed: int, shared: list) -> dict[str, Any]:
+    """Everything before the online phase for ``seed``: PPO from scratch (with ``--behavior-per-seed``
+    paused to record the behavior policy), the dataset, BC, and Uni-O4's offline phase."""
+    args = bench.args
+    scratch_its = args.scratch_iterations or args.online_iterations
+    if not args.behavior_per_seed and not shared:
+        behavior = bench.runner("ppo", args.behavior_seed, f"runner.max_iterations={args.behavior_iterations}")
+        behavior.learn()
+        shared.extend(record_behavior(bench, behavior, args.behavior_seed))
+        print(f"behavior: {shared[3]}", flush=True)
+    ppo = bench.runner("ppo", seed, f"runner.max_iterations={scratch_its}")
+    ppo_curve = []
+    if args.behavior_per_seed:
+        ppo_curve = bench.online_curve(ppo, 0, args.behavior_iterations, ppo_steps)
+        behavior_det, behavior_data, path, text = record_behavior(bench, ppo, seed)
+        print(f"  seed {seed} behavior: {text}", flush=True)
+    else:
+        behavior_det, behavior_data, path, _ = shared
+    ppo_curve += bench.online_curve(ppo, ppo.iteration, scratch_its, ppo_steps)
+    uni = bench.runner("uni_o4", seed, *uni_extra(args, path))
+    hidden = ",".join(map(str, uni.cfg.algo.actor_hidden))  # BC with Uni-O4's policy network
+    bc = bench.runner("bc", seed, f"dataset={path}", f"runner.max_iterations={args.bc_iterations}",
+                      "algo.eval_interval=0", f"algo.actor_hidden=[{hidden}]")
+    bc.learn()
+    uni.learn(uni.cfg.algo.offline_iterations)
+    return {"settings": stage_settings(args, uni.cfg), "dataset": str(path), "behavior_det": behavior_det,
+            "behavior_data": behavior_data, "ppo_curve": ppo_curve, "bc": bench.score(bc.alg),
+            "offline": bench.score(uni.alg), "uni_o4": offline_state(uni.alg)}
+
+
 def steps_to(curve: list[tuple[int, float]], target: float) -> float:
     return next((s for s, r in curve if r >= target), math.nan)
 
@@ -125,6 +243,7 @@ def main() -> None:
     p.add_argument("--eval-episodes", type=int, default=50)
     p.add_argument("--eval-seed", type=int, default=2024)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--stage", type=Path, help="keep (or reuse) each seed's runs before the online phase here")
     p.add_argument("--override", nargs="*", default=[], help="extra overrides for Uni-O4")
     p.add_argument("--override-all", nargs="*", default=[], help="extra overrides for every learner")
     args = p.parse_args()
@@ -132,37 +251,25 @@ def main() -> None:
     bench = Bench(args)
     t0 = time.perf_counter()
 
-    if not args.behavior_per_seed:
-        behavior = bench.runner("ppo", args.behavior_seed, f"runner.max_iterations={args.behavior_iterations}")
-        behavior.learn()
-        shared = record_behavior(bench, behavior, args.behavior_seed)
-        print(f"behavior: {shared[3]} ({time.perf_counter() - t0:.0f} s)", flush=True)
-
+    shared: list = []  # the behavior policy every seed shares (without --behavior-per-seed), made when needed
     rows = []
-    scratch_its = args.scratch_iterations or args.online_iterations
     for seed in args.seeds:
         t = time.perf_counter()
-        ppo = bench.runner("ppo", seed, f"runner.max_iterations={scratch_its}")
-        ppo_curve = []
-        if args.behavior_per_seed:
-            ppo_curve = bench.online_curve(ppo, 0, args.behavior_iterations, ppo_steps)
-            behavior_det, behavior_data, path, text = record_behavior(bench, ppo, seed)
-            print(f"  seed {seed} behavior: {text}", flush=True)
-        else:
-            behavior_det, behavior_data, path, _ = shared
-        ppo_curve += bench.online_curve(ppo, ppo.iteration, scratch_its, ppo_steps)
-        uni = bench.runner("uni_o4", seed, f"dataset={path}", f"runner.max_iterations={args.online_iterations}",
-                           "algo.eval_interval=0", *args.override)
-        hidden = ",".join(map(str, uni.cfg.algo.actor_hidden))  # BC with Uni-O4's policy network
-        bc = bench.runner("bc", seed, f"dataset={path}", f"runner.max_iterations={args.bc_iterations}",
-                          "algo.eval_interval=0", f"algo.actor_hidden=[{hidden}]")
-        bc.learn()
-        bc_score = bench.score(bc.alg)
-
-        off = uni.cfg.algo.offline_iterations
-        uni.learn(off)
-        offline = bench.score(uni.alg)
-        selection = uni.alg.selection_returns
+        folder = args.stage / f"seed{seed}" if args.stage else None
+        stage = None
+        if folder is not None and (folder / "stage.pt").exists():
+            cfg = bench.config("uni_o4", seed, *uni_extra(args, folder / "data.hdf5"))
+            stage = load_stage(folder, stage_settings(args, cfg))
+            print(f"  seed {seed}: kept stage {folder} (PPO, dataset, BC, Uni-O4 offline)", flush=True)
+        if stage is None:
+            stage = prepare(bench, seed, shared)
+            if folder is not None:
+                save_stage(folder, {**stage, "dataset": str(folder / "data.hdf5")}, Path(stage["dataset"]))
+        uni = bench.runner("uni_o4", seed, *uni_extra(args, stage["dataset"]))
+        restore_offline(uni, stage["uni_o4"])
+        off, offline, selection = uni.iteration, stage["offline"], stage["uni_o4"]["selection_returns"]
+        behavior_det, behavior_data, bc_score, ppo_curve = (stage[k] for k in ("behavior_det", "behavior_data", "bc",
+                                                                               "ppo_curve"))
 
         def uni_steps(r, off=off):
             return (r.iteration - off) * r.steps_per_iteration + r.alg.selection_env_steps

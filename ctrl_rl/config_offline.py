@@ -140,6 +140,11 @@ class UniO4Config(PPOConfig):
     online_init_std: Optional[float] = None
     """Hand-over: reset the online actor's std to this in every state (its mean is kept); ``null``
     keeps the std cloned from the data (Uni-O4), which explores only as much as the data's noise."""
+    online_critic: str = "offline_v"
+    """The online critic: ``offline_v`` (Uni-O4: the offline V, on the actor's observations) or
+    ``fresh`` (a new critic on ``critic_obs``, by default the env's privileged ``critic`` group as
+    PPO's, its normalizer fed online; pair it with ``online_critic_warmup`` so the actor waits
+    while it learns the online policy's values)."""
     online_critic_warmup: int = 0
     """Online updates at the start that train the critic only (the actor stays the offline policy
     while V, fitted to the data's returns, moves to the online policy's); 0 = none (Uni-O4)."""
@@ -235,11 +240,15 @@ class UniO4Config(PPOConfig):
                f"must be >= 0 (0: none), got {self.online_critic_warmup}")
         _check(self.select_episodes >= 0, f"{p}.select_episodes",
                f"must be >= 0 (0: by OPE score), got {self.select_episodes}")
-        if self.critic_obs is None:
-            self.critic_obs = list(self.actor_obs)
-        _check(list(self.critic_obs) == list(self.actor_obs), f"{p}.critic_obs",
-               "Q and V learn from the dataset's observations (the actor's groups): "
-               f"set algo.critic_obs={list(self.actor_obs)} or leave it null")
+        _check(self.online_critic in ("offline_v", "fresh"), f"{p}.online_critic",
+               f"must be offline_v (Uni-O4) or fresh (a new critic on algo.critic_obs), got '{self.online_critic}'")
+        if self.online_critic == "offline_v":
+            if self.critic_obs is None:
+                self.critic_obs = list(self.actor_obs)
+            _check(list(self.critic_obs) == list(self.actor_obs), f"{p}.critic_obs",
+                   "the online critic starts as the offline V, which reads the dataset's observations (the "
+                   f"actor's groups): set algo.critic_obs={list(self.actor_obs)} or leave it null, or use "
+                   "algo.online_critic=fresh for a critic on other groups")
 
     @property
     def offline_iterations(self) -> int:

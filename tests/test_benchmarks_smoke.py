@@ -119,6 +119,35 @@ def test_uni_o4_runs_tiny(per_seed: list[str]) -> None:
     assert math.isfinite(float(fields["uni_o4_offline"])) and math.isfinite(float(fields["bc"]))
 
 
+def test_uni_o4_stage_is_kept_reused_for_online_settings_and_refused_for_others(tmp_path) -> None:
+    """``--stage``: the second run reuses the first's PPO, dataset, BC and offline phase (same numbers)
+    with other online settings; an override that changes the offline phase is refused by name."""
+    cmd = [sys.executable, str(SCRIPT.parent / "uni_o4.py"), "--seeds", "1", "--behavior-iterations", "2",
+           "--envs", "4", "--steps", "300", "--bc-iterations", "1", "--online-iterations", "2", "--eval-every", "1",
+           "--eval-episodes", "4", "--behavior-per-seed", "--scratch-iterations", "3", "--stage", str(tmp_path),
+           "--override-all", "env.num_envs=16", "--override", "algo.pretrain_iterations=1",
+           "algo.improve_iterations=1", "algo.updates_per_iteration=5"]
+
+    def run(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*cmd, *extra], capture_output=True, text=True, timeout=600, cwd=SCRIPT.parent.parent)
+
+    def result(out: subprocess.CompletedProcess) -> dict[str, str]:
+        assert out.returncode == 0, out.stderr[-3000:]
+        line = [x for x in out.stdout.splitlines() if x.startswith("RESULT task=pendulum")][-1]
+        return dict(kv.split("=") for kv in line.split()[1:])
+
+    first = result(run())
+    assert (tmp_path / "seed1" / "stage.pt").exists() and (tmp_path / "seed1" / "data.hdf5").exists()
+    again = run("algo.online_init_std=0.5", "algo.schedule=adaptive")
+    assert "kept stage" in again.stdout
+    second = result(again)
+    for key in ("behavior_det", "behavior_data", "bc", "uni_o4_offline", "ppo_final", "ppo_steps"):
+        assert second[key] == first[key], key
+    refused = run("algo.bc_alpha=0.5")
+    assert refused.returncode != 0
+    assert "made with other settings (config.algo.bc_alpha: 0.1 -> 0.5)" in refused.stderr
+
+
 def test_scaling_runs_tiny() -> None:
     """``benchmarks/scaling.py`` at toy sizes: PPO and SAC, 1 process and 2 under torchrun; RESULT parses."""
     cmd = [sys.executable, str(SCRIPT.parent / "scaling.py"), "--envs", "16", "--iterations", "3",

@@ -202,8 +202,10 @@ def test_config_and_dataset_errors_name_the_fix(tmp_path, pendulum_data):
         load_train_config(["algo=uni_o4", "task=pendulum", f"dataset={pendulum_data}", "algo.schedule=linear"])
     with pytest.raises(ConfigError, match=r"algo.online_init_std: must be null or within \[algo.min_std"):
         load_train_config(["algo=uni_o4", "task=pendulum", f"dataset={pendulum_data}", "algo.online_init_std=0"])
-    with pytest.raises(ConfigError, match="algo.critic_obs: Q and V learn from the dataset's observations"):
+    with pytest.raises(ConfigError, match="algo.critic_obs: the online critic starts as the offline V.*fresh"):
         load_train_config(["algo=uni_o4", "task=pendulum", f"dataset={pendulum_data}", "algo.critic_obs=[critic]"])
+    with pytest.raises(ConfigError, match="algo.online_critic: must be offline_v .* or fresh"):
+        load_train_config(["algo=uni_o4", "task=pendulum", f"dataset={pendulum_data}", "algo.online_critic=new"])
     with pytest.raises(ConfigError, match="algo.normalize_value"):
         load_train_config(["algo=uni_o4", "task=pendulum", f"dataset={pendulum_data}", "algo.normalize_value=true"])
     with pytest.raises(ValueError, match="3-dim observations and 1-dim actions; the policy reads 4"):
@@ -228,3 +230,26 @@ def test_runs_on_a_mujoco_task_whose_critic_has_privileged_observations(tmp_path
     assert state["algo"]["chosen"] == int(ope.argmax())
     critic_in = state["algo"]["model"]["critic.normalizer.mean"].shape[0]
     assert critic_in == state["obs_dims"]["policy"] == data.obs_dim
+
+
+def test_a_fresh_online_critic_reads_the_privileged_group_and_learns_its_own_statistics(tmp_path):
+    """``online_critic=fresh`` on ctrl_quad: PPO's critic on the env's ``critic`` group (not the
+    offline V), its normalizer fed online while the actor keeps the dataset's; with
+    ``online_critic_warmup=1`` the actor is still the offline policy after the first online update."""
+    env = build_env(load_train_config(["task=quadruped_velocity_flat"]), num_envs=8, seed=0)
+    data = collect_dataset(env, random_policy(env, 0), 60, seed=0)
+    path = data.save_hdf5(tmp_path / "quad.hdf5")
+    run = train(["task=quadruped_velocity_flat", "algo=uni_o4", f"dataset={path}", *TINY[1:],
+                 "env.num_envs=8", "algo.num_steps_per_env=8", "algo.eval_interval=0", "algo.select_episodes=0",
+                 "algo.online_critic=fresh", "algo.online_critic_warmup=1", "runner.save_interval=1",
+                 f"runner.log_root={tmp_path}"])
+    at_hand_over, warmed, tuned = (torch.load(run / f"model_{i}.pt", weights_only=False)["algo"] for i in (4, 5, 6))
+    critic_in = warmed["model"]["critic.normalizer.mean"].shape[0]
+    assert critic_in == at_hand_over["model"]["critic.normalizer.mean"].shape[0] > data.obs_dim
+    assert warmed["model"]["critic.normalizer.count"] == at_hand_over["model"]["critic.normalizer.count"] + 8 * 8
+    chosen = {k[len(f"accepted.{warmed['chosen']}."):]: v for k, v in warmed["offline"].items()
+              if k.startswith(f"accepted.{warmed['chosen']}.")}
+    actor = {k[len("actor."):]: v for k, v in warmed["model"].items() if k.startswith("actor.")}
+    assert actor.keys() == chosen.keys() and all(torch.equal(actor[k], chosen[k]) for k in actor)
+    assert not torch.equal(tuned["model"]["actor.net.0.weight"], actor["net.0.weight"])
+    assert torch.equal(tuned["model"]["actor.normalizer.mean"], chosen["normalizer.mean"])

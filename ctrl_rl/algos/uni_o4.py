@@ -18,6 +18,7 @@ from torch import nn
 from ctrl_rl.algos.ppo import PPO
 from ctrl_rl.algos.uni_o4_offline import UniO4Offline
 from ctrl_rl.config_offline import UniO4Config
+from ctrl_rl.nets.normalizer import observe
 from ctrl_rl.storage.dataset import Dataset
 from ctrl_rl.storage.rollout import Minibatch
 
@@ -84,12 +85,14 @@ class UniO4(PPO):
         return list(self.offline.accepted)
 
     def start_online(self, choice: int) -> None:
-        """Member ``choice``'s accepted policy becomes PPO's actor and the offline V its critic."""
+        """Member ``choice``'s accepted policy becomes PPO's actor and the offline V its critic
+        (``online_critic=fresh``: the critic stays as built)."""
         if self.phase == "online":
             raise RuntimeError("the online phase has already started")
         self.chosen = choice
         self.model.actor.load_state_dict(self.offline.accepted[choice].state_dict())
-        self.model.critic.load_state_dict(self.offline.v.state_dict())
+        if self.cfg.online_critic == "offline_v":
+            self.model.critic.load_state_dict(self.offline.v.state_dict())
         if self.cfg.online_init_std is not None:
             self.model.actor.reset_std(self.cfg.online_init_std)
         self.phase = "online"
@@ -111,9 +114,12 @@ class UniO4(PPO):
         return self.optimizer.param_groups[:1]
 
     def update_normalizers(self, actor_in: torch.Tensor, critic_in: torch.Tensor) -> None:
-        """Online statistics only with ``online_update_normalizer`` (default: the dataset's, kept)."""
+        """Online statistics only with ``online_update_normalizer`` (default: the dataset's, kept); a
+        ``fresh`` critic has no dataset statistics and always learns its own."""
         if self.cfg.online_update_normalizer:
             super().update_normalizers(actor_in, critic_in)
+        elif self.cfg.online_critic == "fresh":
+            observe(((self.model.critic.normalizer, critic_in),))
 
     def act(self, obs):
         if self.phase != "online":
