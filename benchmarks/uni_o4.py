@@ -30,9 +30,9 @@ Usage::
     python benchmarks/uni_o4.py --seeds 1 --behavior-iterations 2 --envs 4 --steps 300 --bc-iterations 1 \\
         --online-iterations 2 --eval-every 1 --eval-episodes 4 --override algo.pretrain_iterations=1 \\
         algo.improve_iterations=1 algo.updates_per_iteration=5 env.num_envs=16     # smoke
-    python benchmarks/uni_o4.py --task quadruped_velocity_flat --behavior-per-seed --behavior-iterations 120 \
-        --scratch-iterations 300 --online-iterations 200 --noise 0.1 --eval-every 10 --eval-episodes 32 \
-        --threads 2 --override-all env.num_envs=1024                                 # ctrl_quad, BENCHMARKS.md
+    python benchmarks/uni_o4.py --task quadruped_velocity_flat --seeds 1 --behavior-per-seed \
+        --behavior-iterations 120 --scratch-iterations 240 --online-iterations 240 --noise 0.1 \
+        --eval-every 15 --eval-episodes 32 --override-all env.num_envs=1024 --stage quad  # ctrl_quad, one seed
 """
 
 from __future__ import annotations
@@ -124,8 +124,7 @@ ONLINE_ONLY = {"num_steps_per_env", "num_learning_epochs", "num_minibatches", "l
                "cudagraphs", "sampling_error_steps", "sampling_error_interval", "eval_interval", "eval_episodes"}
 """Uni-O4 fields only the online phase reads: a kept stage serves any values of these."""
 STAGE_ARGS = ("task", "behavior_seed", "behavior_iterations", "behavior_per_seed", "scratch_iterations", "envs",
-              "steps", "noise", "bc_iterations", "online_iterations", "eval_every", "eval_episodes", "eval_seed",
-              "override_all")
+              "steps", "noise", "bc_iterations", "eval_every", "eval_episodes", "eval_seed", "override_all")
 
 
 def stage_settings(args: argparse.Namespace, uni_cfg) -> dict[str, Any]:

@@ -121,7 +121,7 @@ def test_uni_o4_runs_tiny(per_seed: list[str]) -> None:
 
 def test_uni_o4_stage_is_kept_reused_for_online_settings_and_refused_for_others(tmp_path) -> None:
     """``--stage``: the second run reuses the first's PPO, dataset, BC and offline phase (same numbers)
-    with other online settings; an override that changes the offline phase is refused by name."""
+    with other online settings and length; an override that changes the offline phase is refused by name."""
     cmd = [sys.executable, str(SCRIPT.parent / "uni_o4.py"), "--seeds", "1", "--behavior-iterations", "2",
            "--envs", "4", "--steps", "300", "--bc-iterations", "1", "--online-iterations", "2", "--eval-every", "1",
            "--eval-episodes", "4", "--behavior-per-seed", "--scratch-iterations", "3", "--stage", str(tmp_path),
@@ -138,7 +138,7 @@ def test_uni_o4_stage_is_kept_reused_for_online_settings_and_refused_for_others(
 
     first = result(run())
     assert (tmp_path / "seed1" / "stage.pt").exists() and (tmp_path / "seed1" / "data.hdf5").exists()
-    again = run("algo.online_init_std=0.5", "algo.schedule=adaptive")
+    again = run("algo.online_init_std=0.5", "algo.schedule=adaptive", "--online-iterations", "3")
     assert "kept stage" in again.stdout
     second = result(again)
     for key in ("behavior_det", "behavior_data", "bc", "uni_o4_offline", "ppo_final", "ppo_steps"):
