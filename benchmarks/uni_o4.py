@@ -123,8 +123,9 @@ ONLINE_ONLY = {"num_steps_per_env", "num_learning_epochs", "num_minibatches", "l
                "online_init_std", "online_critic", "online_critic_warmup", "online_update_normalizer", "compile",
                "cudagraphs", "sampling_error_steps", "sampling_error_interval", "eval_interval", "eval_episodes"}
 """Uni-O4 fields only the online phase reads: a kept stage serves any values of these."""
-STAGE_ARGS = ("task", "behavior_seed", "behavior_iterations", "behavior_per_seed", "scratch_iterations", "envs",
-              "steps", "noise", "bc_iterations", "eval_every", "eval_episodes", "eval_seed", "override_all")
+STAGE_ARGS = ("task", "behavior_seed", "behavior_iterations", "behavior_per_seed", "envs", "steps", "noise",
+              "bc_iterations", "eval_every", "eval_episodes", "eval_seed", "override_all")
+"""Arguments a kept stage depends on (besides PPO's length, resolved from ``--scratch-iterations``)."""
 
 
 def stage_settings(args: argparse.Namespace, uni_cfg) -> dict[str, Any]:
