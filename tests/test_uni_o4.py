@@ -235,13 +235,15 @@ def test_runs_on_a_mujoco_task_whose_critic_has_privileged_observations(tmp_path
 def test_a_fresh_online_critic_reads_the_privileged_group_and_learns_its_own_statistics(tmp_path):
     """``online_critic=fresh`` on ctrl_quad: PPO's critic on the env's ``critic`` group (not the
     offline V), its normalizer fed online while the actor keeps the dataset's; with
-    ``online_critic_warmup=1`` the actor is still the offline policy after the first online update."""
+    ``online_critic_warmup=1`` the actor is still the offline policy after the first online update
+    (its std cloned: the quadruped's tune file would reset it to 0.3)."""
     env = build_env(load_train_config(["task=quadruped_velocity_flat"]), num_envs=8, seed=0)
     data = collect_dataset(env, random_policy(env, 0), 60, seed=0)
     path = data.save_hdf5(tmp_path / "quad.hdf5")
     run = train(["task=quadruped_velocity_flat", "algo=uni_o4", f"dataset={path}", *TINY[1:],
                  "env.num_envs=8", "algo.num_steps_per_env=8", "algo.eval_interval=0", "algo.select_episodes=0",
-                 "algo.online_critic=fresh", "algo.online_critic_warmup=1", "runner.save_interval=1",
+                 "algo.online_critic=fresh", "algo.online_critic_warmup=1", "algo.online_init_std=null",
+                 "runner.save_interval=1",
                  f"runner.log_root={tmp_path}"])
     at_hand_over, warmed, tuned = (torch.load(run / f"model_{i}.pt", weights_only=False)["algo"] for i in (4, 5, 6))
     critic_in = warmed["model"]["critic.normalizer.mean"].shape[0]
