@@ -180,7 +180,10 @@ class UniO4Config(PPOConfig):
     bppo_clip: float = 0.25
     """BPPO clip at the first improvement step."""
     bppo_clip_decay: float = 0.96
-    """The clip is multiplied by this every improvement step (reference code; 1 = constant)."""
+    """The clip is multiplied by this every improvement step (BPPO's reference code; 1 = constant).
+    Uni-O4's code defaults to a linear decay of clip and step size (the clip's stops after 200 of
+    its 10,000 steps): on pendulum the steps the OPE accepted then lost the swing-up, on the
+    quadruped they left the returns where they were (BENCHMARKS.md, Uni-O4 sections)."""
     omega: float = 0.7
     """Asymmetric advantage weight: ω for A > 0, 1 - ω otherwise (0.5 = off)."""
     bppo_entropy_coef: float = 0.0
@@ -198,8 +201,9 @@ class UniO4Config(PPOConfig):
     ope_states: int = 1000
     """Start states (drawn from the dataset) of one OPE score."""
     select_episodes: int = 3
-    """Hand-over: deterministic episodes per candidate (in an env of ``num_policies x select_episodes``
-    envs; counted as env steps) to pick the one PPO starts from; 0 = by OPE score alone."""
+    """Hand-over: deterministic episodes per candidate, every candidate from the same starts (an env
+    of ``select_episodes`` envs, reset alike for each; counted as env steps), to pick the one PPO
+    starts from; 0 = by OPE score alone."""
     dataset_device_mb: float = -1.0
     """Device memory the dataset may take (MB); larger datasets stay in host memory and stream to
     the device batch by batch (``DeviceSampler``). -1: half the free CUDA memory, unlimited on CPU."""

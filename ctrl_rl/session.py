@@ -22,14 +22,17 @@ def build_env(cfg: TrainConfig, num_envs: int | None = None, seed: int | None = 
                      seed=cfg.seed if seed is None else seed, **cfg.task.kwargs)
 
 
-def episodes_in_own_env(cfg: TrainConfig, num_envs: int, seed: int, policy) -> tuple[torch.Tensor, torch.Tensor]:
-    """``run_episodes`` (one episode per env) in an env of ``num_envs`` built for it and closed after,
-    so evaluations neither step the training env nor take its size."""
+def episodes_in_own_env(cfg: TrainConfig, num_envs: int, seed: int,
+                        *policies) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``run_episodes`` (one episode per env) of each policy in turn, in one env of ``num_envs``
+    built for them and closed after, so evaluations neither step the training env nor take its
+    size. Every policy starts from ``reset(seed)``: the same start states and commands, so the
+    policies' returns are paired (their differences are not the draw of starts)."""
     from ctrl_rl.evaluate import run_episodes
 
     env = build_env(cfg, num_envs=num_envs, seed=seed)
     try:
-        return run_episodes(env, policy, seed=seed)
+        return [run_episodes(env, policy, seed=seed) for policy in policies]
     finally:
         env.close()
 

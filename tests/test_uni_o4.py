@@ -17,6 +17,7 @@ from ctrl_rl.config import ConfigError
 from ctrl_rl.configure import load_train_config
 from ctrl_rl.evaluate import collect_dataset, random_policy
 from ctrl_rl.nets.dynamics import DynamicsEnsemble
+from ctrl_rl.runners.on_policy import make_runner
 from ctrl_rl.session import build_env
 from ctrl_rl.storage.dataset import Dataset
 
@@ -109,6 +110,20 @@ def test_one_command_runs_offline_then_online_on_one_curve(tmp_path, pendulum_da
     state = torch.load(run / "model_6.pt", weights_only=False)
     assert state["algo"]["phase"] == "online" and state["env_steps"] == selection + 256
     assert len(state["algo"]["selection_returns"]) == 4
+
+
+def test_the_hand_over_scores_every_candidate_from_the_same_starts(pendulum_data):
+    """Identical candidates get identical scores (paired starts, so the choice is not the draw of
+    starts), a different one does not; every candidate's episodes count as env steps."""
+    cfg = load_train_config(["task=pendulum", "algo=uni_o4", f"dataset={pendulum_data}", *TINY])
+    runner = make_runner(build_env(cfg), cfg, log_dir=None)
+    acc = runner.alg.offline.accepted
+    runner.alg.candidates = lambda: [acc[0], acc[0], acc[0], acc[1]]
+    runner.learn(cfg.algo.offline_iterations)
+    scores = runner.alg.selection_returns
+    assert runner.alg.phase == "online" and len(scores) == 4
+    assert scores[0] == scores[1] == scores[2] != scores[3]
+    assert runner.alg.selection_env_steps == 4 * 3 * 200
 
 
 def test_online_phase_starts_from_the_offline_policy_and_value(pendulum_data):

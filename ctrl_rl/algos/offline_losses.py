@@ -60,7 +60,7 @@ def gaussian_nll_loss(mean: torch.Tensor, log_var: torch.Tensor, target: torch.T
 
 
 def decayed_clip(clip: float, decay: float, step: int) -> float:
-    """BPPO's decaying clip range ``ε decay^k`` at improvement step k (the reference code multiplies
+    """BPPO's decaying clip range ``ε decay^k`` at improvement step k (BPPO's reference code multiplies
     it by ``decay`` every gradient step: with 0.96 the policy may move ~25% per step at first and
     almost nothing after ~100 steps, which keeps the improvement close to the data)."""
     return clip * decay**step

@@ -2,7 +2,7 @@
 
 Offline (``UniO4Offline``): ensemble BC, IQL Q/V, a dynamics ensemble, then BPPO steps each
 accepted only when offline policy evaluation improves. The hand-over: the runner scores the
-accepted policies in the env (one deterministic episode per env, envs split among them) and
+accepted policies in the env (deterministic episodes, every candidate from the same starts) and
 ``start_online`` copies the best one into PPO's actor and the offline V into PPO's critic, with
 the dataset's observation statistics. Online it *is* PPO (this class subclasses it), with two
 step sizes (actor, critic) and Uni-O4's conservative clip.

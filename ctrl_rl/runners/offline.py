@@ -42,7 +42,7 @@ class OfflineRunner(Runner):
             return actor(concat_groups(obs, groups))
 
         if 0 < n < self.env.num_envs:
-            returns, lengths = episodes_in_own_env(self.cfg, n, seed, policy)
+            [(returns, lengths)] = episodes_in_own_env(self.cfg, n, seed, policy)
         else:
             returns, lengths = run_episodes(self.env, policy, seed=seed)
         return float(returns.mean()), float(lengths.double().mean())

@@ -56,24 +56,20 @@ class OfflineToOnlineRunner(OfflineRunner):
 
     @torch.no_grad()
     def hand_over(self) -> None:
-        """Score each candidate by ``algo.select_episodes`` deterministic episodes (in an env of their
-        own, seeded apart from training), start PPO from the best (ties, or ``select_episodes=0``:
-        the better OPE score)."""
+        """Score each candidate by ``algo.select_episodes`` deterministic episodes, all from the same
+        starts (one env of their own, seeded apart from training, reset alike for each), and start
+        PPO from the best (ties, or ``select_episodes=0``: the better OPE score). Paired starts
+        matter: episode returns vary with the start and command far more than the candidates do."""
         cands, groups = [c.eval() for c in self.alg.candidates()], self.alg.model.actor_obs
-        k, per = len(cands), self.cfg.algo.select_episodes
+        per = self.cfg.algo.select_episodes
         ope = self.alg.offline.best_scores.tolist()
-        scores = [0.0] * k
+        scores = [0.0] * len(cands)
         if per > 0:
-            member = torch.arange(k * per, device=self.env.device) // per
-
-            def policy(obs):
-                x = concat_groups(obs, groups)
-                return torch.stack([c(x) for c in cands])[member, torch.arange(len(x), device=x.device)]
-
-            returns, lengths = episodes_in_own_env(self.cfg, k * per, self.cfg.seed + 20_000, policy)
-            scores = [float(returns[member == i].mean()) for i in range(k)]
-            self.alg.selection_env_steps = int(lengths.sum())
-        best = max(range(k), key=lambda i: (scores[i], ope[i]))
+            runs = episodes_in_own_env(self.cfg, per, self.cfg.seed + 20_000,
+                                       *[lambda obs, c=c: c(concat_groups(obs, groups)) for c in cands])
+            scores = [float(returns.mean()) for returns, _ in runs]
+            self.alg.selection_env_steps = sum(int(lengths.sum()) for _, lengths in runs)
+        best = max(range(len(cands)), key=lambda i: (scores[i], ope[i]))
         self.alg.selection_returns = scores
         log.info("offline phase done: candidates' returns %s, OPE %s -> member %d starts PPO",
                  [round(s, 2) for s in scores], [round(s, 2) for s in ope], best)
