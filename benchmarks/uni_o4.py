@@ -13,7 +13,10 @@
 
 Every score is a deterministic evaluation like ``ctrl-rl eval``: ``--eval-episodes`` episodes from
 fixed start states (eval seed ``--eval-seed``), the clock paused. Online runs are evaluated every
-``--eval-every`` iterations. Reported: the offline policy against the behavior policy and BC; the
+``--eval-every`` iterations. Reported: the offline policy against BC and the behavior policy, scored
+deterministic and with its data's noise on the same starts (``offline_beats_behavior``: at or above
+both), and against the mean return of the data's own episodes (``offline_beats_data``: other starts
+and commands, episodes cut at the data's end included); the
 env steps Uni-O4 and PPO need to reach PPO's final return (mean of its last 3 evaluations; Uni-O4's
 count includes the hand-over's evaluation episodes); and the worst evaluation in the first 10% of
 fine-tuning against the offline score (a collapse is more than 20% of |offline| below it).
@@ -78,9 +81,21 @@ class Bench:
             self.eval_env = build_env(cfg, num_envs=a.eval_episodes, seed=a.eval_seed)
         return make_runner(build_env(cfg), cfg, log_dir=None)
 
-    def score(self, alg) -> float:
+    def score(self, alg, noise: tuple[float, int] | None = None) -> float:
+        """Mean return of ``alg``'s deterministic policy on the eval starts; ``noise=(std, seed)``
+        adds Gaussian action noise clipped to the env's bounds, as ``collect_dataset`` does."""
         policy, groups = alg.inference_policy(), alg.model.actor_obs
-        returns, _ = run_episodes(self.eval_env, lambda obs: policy(concat_groups(obs, groups)), self.args.eval_seed)
+        g = torch.Generator(device=self.eval_env.device).manual_seed(noise[1]) if noise else None
+        bounds = self.eval_env.action_bounds
+
+        def act(obs):
+            a = policy(concat_groups(obs, groups))
+            if noise:
+                a = a + noise[0] * torch.randn(a.shape, generator=g, device=a.device)
+                a = a if bounds is None else a.clamp(*bounds)
+            return a
+
+        returns, _ = run_episodes(self.eval_env, act, self.args.eval_seed)
         return float(returns.mean())
 
     def online_curve(self, runner, start: int, total: int, steps_of) -> list[tuple[int, float]]:
@@ -97,24 +112,27 @@ def ppo_steps(runner) -> int:
     return runner.iteration * runner.steps_per_iteration
 
 
-def record_behavior(bench: Bench, runner, seed: int) -> tuple[float, float, Path, str]:
-    """Score ``runner``'s policy, roll it with noise into a D4RL HDF5 file; returns
-    ``(deterministic return, the data's episode return, path, summary)``. Uses its own RNGs, so
-    ``runner``'s training goes on as if it had not been paused."""
+def record_behavior(bench: Bench, runner, seed: int) -> tuple[float, float, float, Path, str]:
+    """Score ``runner``'s policy without and with the data's action noise (on the eval starts, as
+    every other score), roll it with noise into a D4RL HDF5 file; returns ``(deterministic return,
+    noisy return, the data's episode return, path, summary)``. Uses its own RNGs, so ``runner``'s
+    training goes on as if it had not been paused."""
     a = bench.args
     with torch.random.fork_rng():
         det = bench.score(runner.alg)
-        env = build_env(runner.cfg, num_envs=a.envs, seed=seed + 100)
         policy, groups = runner.alg.inference_policy(), runner.alg.model.actor_obs
+        noisy = bench.score(runner.alg, noise=(a.noise, seed + 200))
+        env = build_env(runner.cfg, num_envs=a.envs, seed=seed + 100)
         data = collect_dataset(env, lambda obs: policy(concat_groups(obs, groups)), a.steps, seed + 100, a.noise,
                                tuple(groups))
         env.close()
-    data_return = float(data.episode_returns().mean())  # the noisy behavior policy (episodes cut at the end count)
+    # the data's own episodes: other starts and commands, and the episodes cut at its end count
+    data_return = float(data.episode_returns().mean())
     path = Path(tempfile.mkdtemp(prefix="uni_o4_bench_")) / "data.hdf5"
     data.save_hdf5(path)
-    text = (f"PPO {runner.iteration} it, deterministic {det:.1f}, dataset {len(data)} transitions with noise "
-            f"{a.noise}: episode return {data_return:.1f}")
-    return det, data_return, path, text
+    text = (f"PPO {runner.iteration} it, deterministic {det:.1f}, with noise {a.noise} {noisy:.1f}, dataset "
+            f"{len(data)} transitions: episode return {data_return:.1f}")
+    return det, noisy, data_return, path, text
 
 
 ONLINE_ONLY = {"num_steps_per_env", "num_learning_epochs", "num_minibatches", "learning_rate", "schedule", "desired_kl",
@@ -200,15 +218,15 @@ def prepare(bench: Bench, seed: int, shared: list) -> dict[str, Any]:
         behavior = bench.runner("ppo", args.behavior_seed, f"runner.max_iterations={args.behavior_iterations}")
         behavior.learn()
         shared.extend(record_behavior(bench, behavior, args.behavior_seed))
-        print(f"behavior: {shared[3]}", flush=True)
+        print(f"behavior: {shared[4]}", flush=True)
     ppo = bench.runner("ppo", seed, f"runner.max_iterations={scratch_its}")
     ppo_curve = []
     if args.behavior_per_seed:
         ppo_curve = bench.online_curve(ppo, 0, args.behavior_iterations, ppo_steps)
-        behavior_det, behavior_data, path, text = record_behavior(bench, ppo, seed)
+        behavior_det, behavior_noisy, behavior_data, path, text = record_behavior(bench, ppo, seed)
         print(f"  seed {seed} behavior: {text}", flush=True)
     else:
-        behavior_det, behavior_data, path, _ = shared
+        behavior_det, behavior_noisy, behavior_data, path, _ = shared
     ppo_curve += bench.online_curve(ppo, ppo.iteration, scratch_its, ppo_steps)
     uni = bench.runner("uni_o4", seed, *uni_extra(args, path))
     hidden = ",".join(map(str, uni.cfg.algo.actor_hidden))  # BC with Uni-O4's policy network
@@ -217,7 +235,8 @@ def prepare(bench: Bench, seed: int, shared: list) -> dict[str, Any]:
     bc.learn()
     uni.learn(uni.cfg.algo.offline_iterations)
     return {"settings": stage_settings(args, uni.cfg), "dataset": str(path), "behavior_det": behavior_det,
-            "behavior_data": behavior_data, "ppo_curve": ppo_curve, "bc": bench.score(bc.alg),
+            "behavior_noisy": behavior_noisy, "behavior_data": behavior_data, "ppo_curve": ppo_curve,
+            "bc": bench.score(bc.alg),
             "offline": bench.score(uni.alg), "uni_o4": offline_state(uni.alg)}
 
 
@@ -270,6 +289,7 @@ def main() -> None:
         off, offline, selection = uni.iteration, stage["offline"], stage["uni_o4"]["selection_returns"]
         behavior_det, behavior_data, bc_score, ppo_curve = (stage[k] for k in ("behavior_det", "behavior_data", "bc",
                                                                                "ppo_curve"))
+        behavior_noisy = stage.get("behavior_noisy", math.nan)  # stages kept before it was measured lack it
 
         def uni_steps(r, off=off):
             return (r.iteration - off) * r.steps_per_iteration + r.alg.selection_env_steps
@@ -278,7 +298,8 @@ def main() -> None:
         ppo_final = mean(r for _, r in ppo_curve[-3:])
         early = [r for s, r in uni_curve if s - uni.alg.selection_env_steps
                  <= 0.1 * args.online_iterations * uni.steps_per_iteration] or [uni_curve[0][1]]
-        row = {"seed": seed, "behavior_det": behavior_det, "behavior_data": behavior_data, "bc": bc_score,
+        row = {"seed": seed, "behavior_det": behavior_det, "behavior_noisy": behavior_noisy,
+               "behavior_data": behavior_data, "bc": bc_score,
                "offline": offline, "selection": selection, "ppo_final": ppo_final,
                "uni_final": mean(r for _, r in uni_curve[-3:]), "uni_steps": steps_to(uni_curve, ppo_final),
                "ppo_steps": steps_to(ppo_curve, ppo_final), "early_min": min(early),
@@ -290,14 +311,17 @@ def main() -> None:
               f"{row['uni_steps']:,.0f}, PPO at {row['ppo_steps']:,.0f} env steps | early min {min(early):.1f} "
               f"({time.perf_counter() - t:.0f} s)", flush=True)
 
-    behavior_det, behavior_data = mean(r["behavior_det"] for r in rows), mean(r["behavior_data"] for r in rows)
-    print(f"\n### {args.task}: behavior (PPO {args.behavior_iterations} it) deterministic {behavior_det:.1f}, "
-          f"its noisy data {behavior_data:.1f}{' (means over seeds)' if args.behavior_per_seed else ''}\n")
-    print("| seed | behavior: deterministic | : noisy data | BC | Uni-O4 offline | PPO final (scratch) "
+    behavior = {k: mean(r[k] for r in rows) for k in ("behavior_det", "behavior_noisy", "behavior_data")}
+    print(f"\n### {args.task}: behavior (PPO {args.behavior_iterations} it) deterministic "
+          f"{behavior['behavior_det']:.1f}, with its data's noise {behavior['behavior_noisy']:.1f}, "
+          f"its data's episodes {behavior['behavior_data']:.1f}"
+          f"{' (means over seeds)' if args.behavior_per_seed else ''}\n")
+    print("| seed | behavior: deterministic | : with noise | : its data | BC | Uni-O4 offline | PPO final (scratch) "
           "| env steps to it: Uni-O4 | : PPO | Uni-O4 final | worst eval, first 10% | collapse |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
-        print(f"| {r['seed']} | {r['behavior_det']:.1f} | {r['behavior_data']:.1f} | {r['bc']:.1f} | "
+        print(f"| {r['seed']} | {r['behavior_det']:.1f} | {r['behavior_noisy']:.1f} | {r['behavior_data']:.1f} | "
+              f"{r['bc']:.1f} | "
               f"{r['offline']:.1f} | {r['ppo_final']:.1f} | {r['uni_steps']:,.0f} | "
               f"{r['ppo_steps']:,.0f} | {r['uni_final']:.1f} | {r['early_min']:.1f} | {r['collapse']} |")
     print("\ncurves (env steps: eval return):")
@@ -306,9 +330,11 @@ def main() -> None:
             pts = " ".join(f"{s / 1e3:.0f}k:{v:.0f}" for s, v in r[name])
             print(f"  seed {r['seed']} {name[:-6]}: {pts}")
     m = {k: mean(r[k] for r in rows) for k in ("bc", "offline", "ppo_final", "uni_final", "uni_steps", "ppo_steps")}
-    print(f"\nRESULT task={args.task} seeds={len(rows)} behavior_det={behavior_det:.1f} "
-          f"behavior_data={behavior_data:.1f} bc={m['bc']:.1f} uni_o4_offline={m['offline']:.1f} "
-          f"offline_beats_behavior={sum(r['offline'] >= max(r['behavior_det'], r['behavior_data']) for r in rows)} "
+    print(f"\nRESULT task={args.task} seeds={len(rows)} behavior_det={behavior['behavior_det']:.1f} "
+          f"behavior_noisy={behavior['behavior_noisy']:.1f} behavior_data={behavior['behavior_data']:.1f} "
+          f"bc={m['bc']:.1f} uni_o4_offline={m['offline']:.1f} "
+          f"offline_beats_behavior={sum(r['offline'] >= max(r['behavior_det'], r['behavior_noisy']) for r in rows)} "
+          f"offline_beats_data={sum(r['offline'] >= r['behavior_data'] for r in rows)} "
           f"offline_beats_bc={sum(r['offline'] >= r['bc'] for r in rows)} ppo_final={m['ppo_final']:.1f} "
           f"uni_o4_steps={m['uni_steps']:.0f} ppo_steps={m['ppo_steps']:.0f} "
           f"fewer_steps={sum(r['uni_steps'] < r['ppo_steps'] for r in rows)} "

@@ -115,8 +115,9 @@ def test_uni_o4_runs_tiny(per_seed: list[str]) -> None:
     assert out.returncode == 0, out.stderr[-3000:]
     result = [line for line in out.stdout.splitlines() if line.startswith("RESULT task=pendulum")]
     fields = dict(kv.split("=") for kv in result[-1].split()[1:])
-    assert {"behavior_det", "bc", "uni_o4_offline", "ppo_final", "collapses", "fewer_steps"} <= set(fields)
-    assert math.isfinite(float(fields["uni_o4_offline"])) and math.isfinite(float(fields["bc"]))
+    assert {"behavior_det", "behavior_noisy", "behavior_data", "bc", "uni_o4_offline", "offline_beats_behavior",
+            "offline_beats_data", "ppo_final", "collapses", "fewer_steps"} <= set(fields)
+    assert all(math.isfinite(float(fields[k])) for k in ("uni_o4_offline", "bc", "behavior_noisy"))
 
 
 def test_uni_o4_stage_is_kept_reused_for_online_settings_and_refused_for_others(tmp_path) -> None:
@@ -141,7 +142,7 @@ def test_uni_o4_stage_is_kept_reused_for_online_settings_and_refused_for_others(
     again = run("algo.online_init_std=0.5", "algo.schedule=adaptive", "--online-iterations", "3")
     assert "kept stage" in again.stdout
     second = result(again)
-    for key in ("behavior_det", "behavior_data", "bc", "uni_o4_offline", "ppo_final", "ppo_steps"):
+    for key in ("behavior_det", "behavior_noisy", "behavior_data", "bc", "uni_o4_offline", "ppo_final", "ppo_steps"):
         assert second[key] == first[key], key
     refused = run("algo.bc_alpha=0.5")
     assert refused.returncode != 0
