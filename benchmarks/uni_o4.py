@@ -54,7 +54,7 @@ from typing import Any
 import torch
 
 from ctrl_rl.configure import load_train_config
-from ctrl_rl.evaluate import collect_dataset, run_episodes
+from ctrl_rl.evaluate import collect_dataset, run_episodes, with_action_noise
 from ctrl_rl.nets.actor_critic import concat_groups
 from ctrl_rl.runners.on_policy import make_runner
 from ctrl_rl.session import build_env
@@ -83,18 +83,14 @@ class Bench:
 
     def score(self, alg, noise: tuple[float, int] | None = None) -> float:
         """Mean return of ``alg``'s deterministic policy on the eval starts; ``noise=(std, seed)``
-        adds Gaussian action noise clipped to the env's bounds, as ``collect_dataset`` does."""
+        acts as a dataset's behavior policy does (``with_action_noise``)."""
         policy, groups = alg.inference_policy(), alg.model.actor_obs
-        g = torch.Generator(device=self.eval_env.device).manual_seed(noise[1]) if noise else None
-        bounds = self.eval_env.action_bounds
 
         def act(obs):
-            a = policy(concat_groups(obs, groups))
-            if noise:
-                a = a + noise[0] * torch.randn(a.shape, generator=g, device=a.device)
-                a = a if bounds is None else a.clamp(*bounds)
-            return a
+            return policy(concat_groups(obs, groups))
 
+        if noise:
+            act = with_action_noise(self.eval_env, act, *noise)
         returns, _ = run_episodes(self.eval_env, act, self.args.eval_seed)
         return float(returns.mean())
 

@@ -68,6 +68,21 @@ def random_policy(env: VecEnv, seed: int) -> Policy:
     return lambda obs: torch.rand(env.num_envs, env.action_dim, generator=g, device=env.device) * (hi - lo) + lo
 
 
+def with_action_noise(env: VecEnv, policy: Policy, noise_std: float, seed: int) -> Policy:
+    """``policy`` plus Gaussian action noise (its own generator, seeded), clipped to the env's
+    bounds: how a dataset's behavior policy acts, and how it is scored with its noise."""
+    g = torch.Generator(device=env.device)
+    g.manual_seed(seed)
+
+    def act(obs):
+        actions = policy(obs)
+        if noise_std > 0:
+            actions = actions + noise_std * torch.randn(actions.shape, generator=g, device=env.device)
+        return actions if env.action_bounds is None else actions.clamp(*env.action_bounds)
+
+    return act
+
+
 @torch.no_grad()
 def collect_dataset(env: VecEnv, policy: Policy, steps_per_env: int, seed: int, noise_std: float = 0.0,
                     actor_obs: tuple[str, ...] = ("policy",)):
@@ -81,16 +96,11 @@ def collect_dataset(env: VecEnv, policy: Policy, steps_per_env: int, seed: int, 
     from ctrl_rl.nets.actor_critic import concat_groups
     from ctrl_rl.storage.dataset import Dataset
 
-    g = torch.Generator(device=env.device)
-    g.manual_seed(seed)
+    behavior = with_action_noise(env, policy, noise_std, seed)
     obs = env.reset(seed=seed)
     cols: dict[str, list[torch.Tensor]] = {k: [] for k in ("obs", "act", "rew", "term", "trunc", "next")}
     for _ in range(steps_per_env):
-        actions = policy(obs)
-        if noise_std > 0:
-            actions = actions + noise_std * torch.randn(actions.shape, generator=g, device=env.device)
-        if env.action_bounds is not None:
-            actions = actions.clamp(*env.action_bounds)
+        actions = behavior(obs)
         cols["obs"].append(concat_groups(obs, actor_obs))
         obs, reward, terminated, truncated, info = env.step(actions)
         nxt = concat_groups(obs, actor_obs)
