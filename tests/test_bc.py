@@ -11,12 +11,14 @@ import torch
 from ctrl_rl.deploy.runtime import OnnxPolicy
 from ctrl_rl.sims import make_env
 
-from ctrl_rl.algos.bc import gaussian_nll
+from ctrl_rl.algos.bc import BC, gaussian_nll
 from ctrl_rl.commands import evaluate, export, train
 from ctrl_rl.config import ConfigError
+from ctrl_rl.config_offline import BCConfig
 from ctrl_rl.configure import load_train_config
 from ctrl_rl.evaluate import collect_dataset, run_episodes
 from ctrl_rl.nets.chunk import ChunkedActor
+from ctrl_rl.nets.distributions import censored_gaussian_log_prob, gaussian_log_prob
 from ctrl_rl.nets.residual import LinearController
 
 # a well-tuned PD law on point_mass's [p - target, v]: the source policy (about -20 per episode)
@@ -47,6 +49,20 @@ def test_gaussian_nll_by_hand():
     # -log N(1|0,1) - log N(1|1,2) = (0.5 + 0.5 log 2π) + (log 2 + 0.5 log 2π)
     expected = 0.5 + math.log(2.0) + math.log(2 * math.pi)
     torch.testing.assert_close(gaussian_nll(mean, std, a), torch.tensor(expected))
+
+
+@pytest.mark.parametrize(("censor", "bounds", "censored"), [(True, (-1.0, 1.0), True), (False, (-1.0, 1.0), False),
+                                                           (True, None, False)])
+def test_gaussian_bc_treats_actions_at_the_env_bounds_as_clipped(censor, bounds, censored):
+    """``algo.censor_bounds`` (default) with an env that clips: an action at a bound scores the
+    Gaussian's mass beyond it; without either, its density."""
+    torch.manual_seed(0)
+    bc = BC(BCConfig(actor_hidden=[8], censor_bounds=censor), {"policy": 3}, 2, "cpu", action_bounds=bounds)
+    obs, target = torch.randn(4, 3), torch.tensor([[1.0, 0.3], [-1.0, 0.0], [0.5, 1.0], [0.2, -0.2]])
+    mean, std = bc.model.head.distribution(obs)
+    plain, clipped = -gaussian_log_prob(target, mean, std), -censored_gaussian_log_prob(target, mean, std, (-1, 1))
+    torch.testing.assert_close(bc.loss(obs, target), (clipped if censored else plain).mean())
+    assert not torch.allclose(plain, clipped)
 
 
 def test_chunked_actor_returns_the_first_action_of_its_chunk():

@@ -12,7 +12,7 @@ from ctrl_rl.algos.losses import (
     ppo_surrogate_loss,
     value_loss,
 )
-from ctrl_rl.nets.distributions import gaussian_entropy, gaussian_kl, gaussian_log_prob
+from ctrl_rl.nets.distributions import censored_gaussian_log_prob, gaussian_entropy, gaussian_kl, gaussian_log_prob
 
 
 def col(*xs):  # [T, N=1]
@@ -115,6 +115,45 @@ def test_gaussian_helpers_match_torch_distributions():
     # hand case: N(0,1) vs N(1,1) in one dim: KL = 1/2
     one, zero = torch.ones(1, 1), torch.zeros(1, 1)
     assert gaussian_kl(zero, one, one, one).item() == pytest.approx(0.5)
+
+
+def test_censored_log_prob_scores_the_mass_beyond_a_bound():
+    """Hand cases on bounds (-1, 1): at the upper bound with μ = 1 the mass beyond is 1/2; at the
+    lower bound with μ = -1 + σ it is Φ(-1); inside, the plain density; no bounds, the plain density."""
+    mean, std = torch.tensor([[1.0, -0.5, 0.2]]), torch.tensor([[0.3, 0.5, 2.0]])
+    a = torch.tensor([[1.0, -1.0, 0.4]])
+    phi_minus_1 = 0.5 * math.erfc(1 / math.sqrt(2))
+    inside = -0.5 * 0.1**2 - math.log(2.0) - 0.5 * math.log(2 * math.pi)
+    expected = math.log(0.5) + math.log(phi_minus_1) + inside
+    torch.testing.assert_close(censored_gaussian_log_prob(a, mean, std, (-1.0, 1.0)), torch.tensor([expected]))
+    torch.testing.assert_close(censored_gaussian_log_prob(a, mean, std, None), gaussian_log_prob(a, mean, std))
+    # far from the bound: a finite, tiny log-mass and a finite gradient pulling μ towards it
+    mu = torch.tensor([[-10.0]], requires_grad=True)
+    lp = censored_gaussian_log_prob(torch.ones(1, 1), mu, torch.full((1, 1), 0.1), (-1.0, 1.0))
+    lp.sum().backward()
+    assert torch.isfinite(lp).all() and lp.item() < -5000 and mu.grad.item() > 0
+
+
+def test_censored_likelihood_recovers_the_mean_of_clipped_draws():
+    """Draws of N(0.9, 0.3) clipped to [-1, 1] (37% land on the bound): maximizing the censored
+    likelihood recovers μ and σ; the plain density fits the clipped draws' mean and a shrunk σ."""
+    g = torch.Generator().manual_seed(0)
+    a = (0.9 + 0.3 * torch.randn(20_000, 1, generator=g)).clamp(-1.0, 1.0)
+
+    def fit(bounds):
+        mu, log_std = torch.zeros(1, requires_grad=True), torch.zeros(1, requires_grad=True)
+        opt = torch.optim.Adam([mu, log_std], lr=0.05)
+        for _ in range(600):
+            loss = -censored_gaussian_log_prob(a, mu.expand_as(a), log_std.exp().expand_as(a), bounds).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return mu.item(), log_std.exp().item()
+
+    mu, std = fit((-1.0, 1.0))
+    assert mu == pytest.approx(0.9, abs=0.01) and std == pytest.approx(0.3, abs=0.01)
+    mu, std = fit(None)
+    assert mu == pytest.approx(a.mean().item(), abs=0.01) and mu < 0.86 and std < 0.25
 
 
 def test_explained_variance():

@@ -4,6 +4,7 @@ resume in both phases, export of the offline policy, and config/dataset errors."
 from __future__ import annotations
 
 import csv
+import dataclasses
 import shutil
 
 import numpy as np
@@ -88,6 +89,27 @@ def test_only_members_whose_ope_score_improves_are_accepted(pendulum_data):
         kept = old if i in (0, 2) else cur.state_dict()  # members 1 and 3 improved on -inf
         assert all(torch.equal(kept[k], new.state_dict()[k]) for k in kept)
     assert off.best_scores[1] == scores[1] and off.best_scores[0] == torch.inf
+
+
+@pytest.mark.parametrize("censor", [True, False])
+def test_ensemble_bc_treats_actions_at_the_bounds_as_clipped(pendulum_data, censor):
+    """With ``algo.censor_bounds`` a dataset action at the env's bound scores the mass beyond it:
+    the BC loss on data pushed onto the bounds differs from the plain density's, and is the same
+    as it when no action is at a bound."""
+    data = Dataset.load_hdf5(pendulum_data)
+    clipped = dataclasses.replace(data, actions=(2 * data.actions).clip(-1.0, 1.0))
+    assert 0.3 < (np.abs(clipped.actions) == 1.0).mean() < 0.7
+
+    def bc_loss(dataset, censor_bounds):
+        cfg = load_train_config(["task=pendulum", "algo=uni_o4", f"dataset={pendulum_data}", *TINY,
+                                 f"algo.censor_bounds={censor_bounds}"])
+        torch.manual_seed(0)
+        alg = UniO4(cfg.algo, {"policy": data.obs_dim}, data.action_dim, 8, "cpu", seed=0, action_bounds=(-1.0, 1.0))
+        alg.set_dataset(dataset)
+        return alg.offline.pretrain_step()["bc"]
+
+    assert (bc_loss(clipped, censor) == bc_loss(clipped, False)) != censor
+    assert bc_loss(data, censor) == bc_loss(data, False)
 
 
 def test_one_command_runs_offline_then_online_on_one_curve(tmp_path, pendulum_data):

@@ -36,7 +36,7 @@ def make_algorithm(algo_cfg: Any, obs_dims: dict[str, int], action_dim: int, num
     if name == "bc":
         from ctrl_rl.algos.bc import BC
 
-        return BC(algo_cfg, obs_dims, action_dim, device, seed=seed)
+        return BC(algo_cfg, obs_dims, action_dim, device, seed=seed, action_bounds=action_bounds)
     if name == "uni_o4":
         from ctrl_rl.algos.uni_o4 import UniO4
 

@@ -19,16 +19,18 @@ from ctrl_rl.config_offline import BCConfig
 from ctrl_rl.env import Obs
 from ctrl_rl.nets.actor_critic import GaussianActor, concat_groups, resolve_groups
 from ctrl_rl.nets.chunk import ChunkedActor
-from ctrl_rl.nets.distributions import gaussian_log_prob
+from ctrl_rl.nets.distributions import censored_gaussian_log_prob
 from ctrl_rl.nets.flow import FlowActor
 from ctrl_rl.nets.normalizer import EmpiricalNormalizer
 from ctrl_rl.storage.dataset import Dataset
 from ctrl_rl.utils.guards import check_finite
 
 
-def gaussian_nll(mean: torch.Tensor, std: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-    """Mean over the batch of ``-log N(actions | mean, std)`` (summed over action dims)."""
-    return -gaussian_log_prob(actions, mean, std).mean()
+def gaussian_nll(mean: torch.Tensor, std: torch.Tensor, actions: torch.Tensor,
+                 bounds: tuple[float, float] | None = None) -> torch.Tensor:
+    """Mean over the batch of ``-log N(actions | mean, std)`` (summed over action dims); with
+    ``bounds``, actions at a bound score the mass beyond it (``censored_gaussian_log_prob``)."""
+    return -censored_gaussian_log_prob(actions, mean, std, bounds).mean()
 
 
 class BCModel(nn.Module):
@@ -55,8 +57,10 @@ class BC:
     """Owns the policy, its optimizer and the dataset on the training device."""
 
     def __init__(self, cfg: BCConfig, obs_dims: dict[str, int], action_dim: int, device: torch.device | str,
-                 seed: int = 0):
+                 seed: int = 0, action_bounds: tuple[float, float] | None = None):
         self.cfg, self.device, self.action_dim = cfg, torch.device(device), action_dim
+        self.censor = tuple(action_bounds) if cfg.censor_bounds and action_bounds is not None else None
+        """The bounds the dataset's actions were clipped to, when the likelihood treats them as censored."""
         self.model = BCModel(obs_dims, action_dim, cfg).to(self.device)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
         self.generator = torch.Generator(device=self.device)
@@ -83,7 +87,7 @@ class BC:
     def loss(self, obs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         head = self.model.head
         if isinstance(head, GaussianActor):
-            return gaussian_nll(*head.distribution(obs), target)
+            return gaussian_nll(*head.distribution(obs), target, self.censor)
         b, g = target.shape[0], self.generator
         eps = torch.randn(b, 1, target.shape[1], generator=g, device=self.device)
         t = torch.rand(b, 1, generator=g, device=self.device)

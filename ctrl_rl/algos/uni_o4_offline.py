@@ -25,7 +25,7 @@ from ctrl_rl.algos.offline_losses import (
 from ctrl_rl.algos.offpolicy_losses import polyak_update
 from ctrl_rl.config_offline import UniO4Config
 from ctrl_rl.nets.actor_critic import GaussianActor, ValueCritic
-from ctrl_rl.nets.distributions import gaussian_entropy, gaussian_log_prob
+from ctrl_rl.nets.distributions import censored_gaussian_log_prob, gaussian_entropy, gaussian_log_prob
 from ctrl_rl.nets.dynamics import DynamicsEnsemble
 from ctrl_rl.nets.normalizer import EmpiricalNormalizer
 from ctrl_rl.nets.sac import QEnsemble
@@ -142,7 +142,9 @@ class UniO4Offline(nn.Module):
         q_pred = self.q(self.q_normalizer(obs), actions).squeeze(-1)  # [2, B]
         q_loss = (q_pred - target).square().mean(-1).sum()
         # ensemble BC on the same rows
-        log_probs = torch.stack([gaussian_log_prob(actions, *a.distribution(obs)) for a in self.actors])
+        censor = self.bounds if cfg.censor_bounds else None  # actions at the bounds were clipped
+        log_probs = torch.stack([censored_gaussian_log_prob(actions, *a.distribution(obs), censor)
+                                 for a in self.actors])
         bc_loss = ensemble_bc_loss(log_probs, cfg.bc_alpha).sum()
         # dynamics: each member its own bootstrap rows
         d = {k: v.reshape(cfg.dynamics_members, cfg.batch_size, *v.shape[1:])
