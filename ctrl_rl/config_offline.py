@@ -65,9 +65,10 @@ class BCConfig:
     normalize_obs: bool = True
     """Normalize observations by the dataset's mean/std (saved and exported with the policy)."""
     censor_bounds: bool = True
-    """Gaussian head: a dataset action at the env's action bounds counts as clipped (its likelihood
-    is the Gaussian's mass beyond the bound), so the clone keeps a source that pushes against the
-    bounds as strong as it was; false = the plain density. No effect without bounds."""
+    """Gaussian head: a dataset action at (or beyond) the env's action bounds counts as clipped
+    (its likelihood is the Gaussian's mass beyond the bound), so the clone keeps a source that
+    pushes against the bounds as strong as it was; false = the plain density. No effect without
+    bounds."""
     actor_obs: List[str] = field(default_factory=lambda: ["policy"])
     """Observation groups the policy reads; the dataset's ``observations`` are these, concatenated."""
 
@@ -162,9 +163,9 @@ class UniO4Config(PPOConfig):
     bc_alpha: float = 0.1
     """Weight α of the ensemble BC disagreement term ``-α (log π_i - max_{j≠i} log π_j)``."""
     censor_bounds: bool = True
-    """Ensemble BC: a dataset action at the env's action bounds counts as clipped (its likelihood is
-    the Gaussian's mass beyond the bound, ``censored_gaussian_log_prob``); false = the plain
-    density, as Uni-O4's code. No effect without bounds."""
+    """Ensemble BC: a dataset action at (or beyond) the env's action bounds counts as clipped (its
+    likelihood is the Gaussian's mass beyond the bound, ``censored_gaussian_log_prob``); false =
+    the plain density, as Uni-O4's code. No effect without bounds."""
     bc_learning_rate: float = 1e-3
     """Behavior cloning step size."""
     value_learning_rate: float = 3e-4

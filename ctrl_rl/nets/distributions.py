@@ -20,11 +20,11 @@ def censored_gaussian_log_prob(actions: torch.Tensor, mean: torch.Tensor, std: t
     """Log-likelihood of actions an env clipped to ``bounds`` (a Tobit likelihood), summed over the
     last dim -> ``[batch]``.
 
-    A recorded action at a bound says only that the draw was at or beyond it, so it scores the
-    tail mass ``log P(x >= high)`` (or ``log P(x <= low)``); every other action its density. With
-    the plain density a policy fitted to clipped data pulls its mean inside the bounds, and a
-    clone of a policy that pushes against them acts weaker than its source. ``bounds=None``: the
-    plain Gaussian log-density.
+    A recorded action at (or beyond) a bound says only that the draw was at or beyond it, so it
+    scores the tail mass ``log P(x >= high)`` (or ``log P(x <= low)``); every other action its
+    density. With the plain density a policy fitted to clipped data pulls its mean inside the
+    bounds, and a clone of a policy that pushes against them acts weaker than its source.
+    ``bounds=None``: the plain Gaussian log-density.
     """
     if bounds is None:
         return gaussian_log_prob(actions, mean, std)
