@@ -119,7 +119,8 @@ def test_gaussian_helpers_match_torch_distributions():
 
 def test_censored_log_prob_scores_the_mass_beyond_a_bound():
     """Hand cases on bounds (-1, 1): at the upper bound with μ = 1 the mass beyond is 1/2; at the
-    lower bound with μ = -1 + σ it is Φ(-1); inside, the plain density; no bounds, the plain density."""
+    lower bound with μ = -1 + σ it is Φ(-1); beyond a bound, the same; inside, the plain density; no
+    bounds, the plain density."""
     mean, std = torch.tensor([[1.0, -0.5, 0.2]]), torch.tensor([[0.3, 0.5, 2.0]])
     a = torch.tensor([[1.0, -1.0, 0.4]])
     phi_minus_1 = 0.5 * math.erfc(1 / math.sqrt(2))
@@ -127,6 +128,8 @@ def test_censored_log_prob_scores_the_mass_beyond_a_bound():
     expected = math.log(0.5) + math.log(phi_minus_1) + inside
     torch.testing.assert_close(censored_gaussian_log_prob(a, mean, std, (-1.0, 1.0)), torch.tensor([expected]))
     torch.testing.assert_close(censored_gaussian_log_prob(a, mean, std, None), gaussian_log_prob(a, mean, std))
+    beyond = torch.tensor([[1.3, -1.5, 0.4]])  # recorded unclipped: what the env executed is the bound
+    torch.testing.assert_close(censored_gaussian_log_prob(beyond, mean, std, (-1.0, 1.0)), torch.tensor([expected]))
     # far from the bound: a finite, tiny log-mass and a finite gradient pulling μ towards it
     mu = torch.tensor([[-10.0]], requires_grad=True)
     lp = censored_gaussian_log_prob(torch.ones(1, 1), mu, torch.full((1, 1), 0.1), (-1.0, 1.0))
