@@ -19,11 +19,13 @@ from typing import Any
 
 from .transports import TRANSPORTS
 
+log = logging.getLogger("ctrl_rl.deploy")
+
 SIM2SIM_STATE_TIMEOUT = 0.25
 """sim2sim's default ``safety.state_timeout`` (s). The simulated robot is a Python process on the
 node's own CPU, so its 500 Hz state stream stalls when the machine is busy (seen on a 2-core CI
-machine: 25 ms, and 113 ms during stand-up), which the robot default (0.75 control periods =
-15 ms at 50 Hz) calls a fault. sim2sim checks the policy, not the driver's timing (kept below the 0.5 s
+machine: 25 ms, and 113 ms during stand-up), which the robot default (2 control periods =
+40 ms at 50 Hz) calls a fault. sim2sim checks the policy, not the driver's timing (kept below the 0.5 s
 command timeout, so a dead bridge still reads as stale state); the node's
 status reports ``max_state_age_ms`` to show the stalls. ``ctrl-rl deploy node`` keeps the strict
 default."""
@@ -36,57 +38,204 @@ EPILOG = """examples:
 """
 
 
-def _node_params(args: argparse.Namespace):
-    from .node import NodeParams
+LIVE_PARAMETERS = ("safety.max_tilt", "safety.max_joint_vel", "safety.max_gyro", "safety.joint_limit_margin",
+                   "safety.command_timeout", "safety.state_timeout", "safety.damping_kd")
+"""Parameters ``ros2 param set`` changes while the node runs (validated, then applied at the next tick);
+every other parameter is refused with the reason (restart the node with the new value)."""
+
+
+def _option_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The node's own options: ``--bundle``, ``--record``, ``--set key=value`` (YAML values)."""
+    import yaml
 
     values: dict[str, Any] = {}
-    if args.params:
-        values = NodeParams.from_yaml(args.params).flat()
     if args.bundle:
         values["bundle"] = str(args.bundle)
     if args.record:
         values["record_dir"] = str(args.record)
     for kv in args.set or []:
         key, sep, raw = kv.partition("=")
-        if not sep:
+        if not sep or not key:
             raise ValueError(f"--set takes key=value, got '{kv}'")
-        import yaml
+        try:
+            values[key] = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            raise ValueError(f"--set {key}: '{raw}' is not a YAML value") from None
+    return values
 
-        values[key] = yaml.safe_load(raw)
-    params = NodeParams.from_dict(values)
+
+def resolve_params(args: argparse.Namespace, transport: Any = None):
+    """Every source in one order, each later one winning: defaults < ``--params`` file < ROS
+    parameters (``--ros-args --params-file`` / ``-p``, rclpy) < the node's own options. All pass
+    the same typed check; a value a later source overrides is named in a warning; with rclpy the
+    node's ROS parameters are then set to what the node really uses (``ros2 param get`` tells the truth)."""
+    from .config import NodeParams
+    from .params import field_docs
+
+    base = (NodeParams.from_yaml(args.params) if args.params else NodeParams()).flat()
+    options = _option_values(args)
+    NodeParams.from_dict({**base, **options})  # fail on a bad option before any transport exists
+    values = dict(base)
+    if transport is not None and hasattr(transport, "declare_parameters"):
+        docs = {**field_docs(NodeParams), **{f"safety.{k}": v for k, v in field_docs(type(NodeParams().safety)).items()}}
+        values = transport.declare_parameters(base, docs)
+    for key, v in options.items():
+        if key in values and values[key] != base.get(key) and values[key] != v:
+            log.warning("parameter %s: the node's option (%r) wins over the ROS parameter (%r)", key, v, values[key])
+    params = NodeParams.from_dict({**values, **options})
+    if transport is not None and hasattr(transport, "set_parameter_values"):
+        transport.set_parameter_values(params.flat())
     if not params.bundle:
         raise ValueError("no policy bundle: pass --bundle PATH or set 'bundle' in the params file")
-    if not Path(params.bundle).is_file():
-        raise ValueError(f"bundle {params.bundle} does not exist (export one with `ctrl-rl export <run>`)")
     return params
 
 
+def _live_update(get_node: Any, get_params: Any, set_params: Any):
+    """The ``ros2 param set`` check: validate the whole parameter set, apply live ones, refuse the rest."""
+    from .config import NodeParams
+
+    def check(changes: dict[str, Any]) -> str | None:
+        current = get_params().flat()
+        try:
+            new = NodeParams.from_dict({**current, **changes})
+        except ValueError as e:
+            return str(e)
+        node = get_node()
+        fixed = sorted(k for k in changes if k not in LIVE_PARAMETERS and new.flat()[k] != current[k])
+        if fixed and node is not None:
+            return (f"{fixed} cannot change while the node runs: restart it with the new value "
+                    f"(live: {', '.join(LIVE_PARAMETERS)})")
+        set_params(new)
+        if node is not None:
+            node.apply_safety(new.safety)
+        return None
+
+    return check
+
+
+class _Signals:
+    """SIGINT and SIGTERM: the first stops the loop (final damping command, final status), the second
+    exits at once."""
+
+    def __init__(self) -> None:
+        self.stop: Any = None
+        self.count = 0
+
+    def install(self) -> None:
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.count += 1
+        if self.count > 1:
+            os._exit(128 + signum)
+        log.warning("signal %d: stopping (final damping command and status); again to exit at once", signum)
+        if self.stop is not None:
+            self.stop()
+
+
 def run_node(args: argparse.Namespace) -> dict[str, Any]:
-    """Build transport + node, run until Ctrl-C or ``--duration``, print the final status."""
+    """Validate parameters and load the bundle, then the transport and the node; run until a signal or
+    ``--duration``; print the final status."""
     from .node import DeployNode
+    from .robot_policy import RobotPolicy
     from .transports import make_transport
 
-    params = _node_params(args)
+    if getattr(args, "lifecycle", False):
+        return run_lifecycle_node(args)
+    signals = _Signals()
+    signals.install()
+    params = resolve_params(args)  # a bad file, option or bundle fails here: no transport, no threads
+    policy = RobotPolicy(params.bundle)
     transport = make_transport(args.transport, namespace=args.namespace, node_name="ctrl_rl_node")
-    if hasattr(transport, "declare_parameters"):  # rclpy: `ros2 param get` and --params-file work
-        from .node import NodeParams
-
-        values = transport.declare_parameters(params.flat())
-        if args.bundle:  # the command line wins over a params file's `bundle`
-            values["bundle"] = str(args.bundle)
-        if args.record:
-            values["record_dir"] = str(args.record)
-        params = NodeParams.from_dict(values)
-    node = DeployNode(params, transport)
     try:
+        if hasattr(transport, "declare_parameters"):  # rclpy: `ros2 param get/set`, --ros-args --params-file
+            ros_params = resolve_params(args, transport)
+            if ros_params.bundle != params.bundle:
+                policy = RobotPolicy(ros_params.bundle)
+            params = ros_params
+        node = DeployNode(params, transport, policy)
+        state = {"params": params}
+        if hasattr(transport, "on_set_parameters"):
+            transport.on_set_parameters(_live_update(lambda: node, lambda: state["params"],
+                                                     lambda p: state.__setitem__("params", p)))
+        signals.stop = node.stop
         status = node.run(args.duration)
-    except KeyboardInterrupt:
-        status = node.status()
     finally:
         transport.close()
+    return _report(status)
+
+
+def run_lifecycle_node(args: argparse.Namespace) -> dict[str, Any]:
+    """A managed node (rclpy): configure loads and checks the bundle and creates the topics,
+    activate starts commands, deactivate goes to damping, cleanup removes the topics, shutdown ends."""
+    import threading
+
+    from .node import DeployNode
+    from .robot_policy import RobotPolicy
+    from .transports.ros2 import RclpyTransport
+
+    if args.transport != "rclpy":
+        raise ValueError("--lifecycle needs --transport rclpy (a managed node is a ROS 2 node)")
+    signals = _Signals()
+    signals.install()
+    resolve_params(args)  # fail early on a bad file or option
+    transport = RclpyTransport(namespace=args.namespace, node_name="ctrl_rl_node", lifecycle=True)
+    state: dict[str, Any] = {"node": None, "params": None}
+    configured, done = threading.Event(), threading.Event()
+
+    def configure() -> None:
+        params = state["params"]
+        node = DeployNode(params, transport, RobotPolicy(params.bundle), enabled=False)
+        state["node"] = node
+        configured.set()
+
+    def cleanup() -> None:
+        node = state.pop("node", None)
+        state["node"] = None
+        configured.clear()
+        if node is not None:
+            node.stop()
+        transport.destroy_entities()
+
+    def shutdown() -> None:
+        done.set()
+        if state["node"] is not None:
+            state["node"].stop()
+
+    status: dict[str, Any] = {}
+    try:
+        state["params"] = resolve_params(args, transport)
+        transport.on_set_parameters(_live_update(lambda: state["node"], lambda: state["params"],
+                                                 lambda p: state.__setitem__("params", p)))
+        transport.on_transition(configure=configure, activate=lambda: state["node"].activate(),
+                                deactivate=lambda: state["node"].deactivate(), cleanup=cleanup,
+                                shutdown=shutdown, error=shutdown)
+        signals.stop = shutdown
+        log.info("lifecycle node ctrl_rl_node: unconfigured; configure, then activate, to start commands")
+        end = None if args.duration is None else time.monotonic() + args.duration
+        while not done.is_set() and (end is None or time.monotonic() < end):
+            if not configured.wait(0.1):
+                continue
+            node = state["node"]
+            status = node.run(None if end is None else max(0.0, end - time.monotonic()))
+            if state["node"] is node and not done.is_set():  # --duration ran out
+                break
+    finally:
+        transport.close()
+    return _report(status or {"mode": "unconfigured", "ticks": 0, "deadline_misses": 0, "rejected": 0,
+                              "latency_us": {}, "period_error_ms": {}})
+
+
+def _report(status: dict[str, Any]) -> dict[str, Any]:
     print(json.dumps(status, indent=1))
     lat = status["latency_us"].get("inference", {})
-    print(f"RESULT mode={status['mode']} ticks={status['ticks']} deadline_misses={status['deadline_misses']} "
+    print(f"RESULT mode={status.get('mode_at_stop') or status['mode']} ticks={status['ticks']} deadline_misses={status['deadline_misses']} "
           f"rejected={status['rejected']} inference_p50_us={lat.get('p50', float('nan'))} "
           f"period_p99_err_ms={status['period_error_ms'].get('p99', float('nan'))}")
     return status
@@ -133,7 +282,7 @@ def run_sim2sim(args: argparse.Namespace) -> dict[str, Any]:
     sim = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     print("RESULT sim2sim " + " ".join(
         f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-        for k, v in {"mode": status["mode"], "base_height": sim.get("base_height", float("nan")),
+        for k, v in {"mode": status.get("mode_at_stop") or status["mode"], "base_height": sim.get("base_height", float("nan")),
                      "forward_velocity": sim.get("forward_velocity", float("nan")),
                      "max_tilt": sim.get("max_tilt", float("nan")), "commands": sim.get("commands", 0),
                      "deadline_misses": status["deadline_misses"]}.items()))
@@ -159,6 +308,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--duration", type=float, default=None, help="seconds (default: until Ctrl-C)")
         p.add_argument("--record", default=None, metavar="DIR",
                        help="write one robot log (HDF5) per policy episode into DIR (parameter record_dir)")
+        if name == "node":
+            p.add_argument("--lifecycle", action="store_true",
+                           help="a managed ROS 2 node (--transport rclpy): configure, activate, deactivate, ...")
         if name == "sim2sim":
             p.add_argument("--robot", default="ctrl_quad")
             p.add_argument("--state-rate", type=float, default=500.0, help="JointState/Imu rate (Hz)")
@@ -180,6 +332,12 @@ def main(argv: list[str]) -> None:
     args = build_parser().parse_args(argv)
     try:
         args.func(args)
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, FileNotFoundError, PermissionError, ImportError) as e:
+        if os.environ.get("CTRL_RL_DEBUG"):
+            raise
         print(f"ctrl-rl deploy: error: {e}", file=sys.stderr)
-        raise SystemExit(2) from None
+        sys.stderr.flush()
+        sys.stdout.flush()
+        # os._exit: no interpreter teardown racing transport threads (rclpy's C++ threads once
+        # aborted with "terminate called without an active exception" there)
+        os._exit(2)

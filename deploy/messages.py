@@ -74,6 +74,27 @@ class String:
     data: str = ""
 
 
+@dataclass
+class DiagnosticStatus:
+    """``diagnostic_msgs/msg/DiagnosticStatus``; ``values`` holds the ``KeyValue`` pairs."""
+
+    OK, WARN, ERROR, STALE = 0, 1, 2, 3
+    level: int = 0
+    name: str = ""
+    message: str = ""
+    hardware_id: str = ""
+    values: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class DiagnosticArray:
+    """``diagnostic_msgs/msg/DiagnosticArray`` (the node's status on ``/diagnostics``)."""
+
+    stamp: float = 0.0
+    status: list[DiagnosticStatus] = field(default_factory=list)
+    frame_id: str = ""
+
+
 MESSAGE_TYPES: dict[str, type] = {
     "sensor_msgs/msg/JointState": JointState,
     "sensor_msgs/msg/Imu": Imu,
@@ -81,6 +102,7 @@ MESSAGE_TYPES: dict[str, type] = {
     "std_msgs/msg/Float64MultiArray": Float64MultiArray,
     "std_msgs/msg/Bool": Bool,
     "std_msgs/msg/String": String,
+    "diagnostic_msgs/msg/DiagnosticArray": DiagnosticArray,
 }
 """ROS 2 type name -> neutral class; every transport supports exactly these."""
 

@@ -32,10 +32,13 @@ log = logging.getLogger("ctrl_rl.deploy.recorder")
 
 def episode_end(fault: str | None) -> tuple[str, bool]:
     """``(end, terminal)`` of an episode the safety state machine ended with ``fault``: an e-stop
-    is the operator's call, not the robot's state (a timeout); any other fault is terminal."""
+    is the operator's call, not the robot's state (a timeout), and so are a lifecycle deactivate
+    and a stop; any other fault is terminal."""
     fault = fault or "unknown"
     if fault.startswith("e-stop"):
         return "estop", False
+    if fault.startswith(("node stopped", "deactivated")):
+        return "stopped", False
     return f"fault:{fault}", True
 
 

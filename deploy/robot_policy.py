@@ -61,6 +61,34 @@ class RobotPolicy:
         self.kd = np.asarray(meta["kd"], dtype=np.float64)
         self.control_dt = float(meta["control_dt"])
         self.last_action = np.zeros(len(self.joint_names))
+        self._check_metadata(meta)
+
+    def _check_metadata(self, meta: dict[str, Any]) -> None:
+        """Robot data the node turns into commands must be complete and finite, joint by joint."""
+        n = len(self.joint_names)
+        where = "bundle metadata"
+        if n == 0 or len(set(self.joint_names)) != n:
+            raise ValueError(f"{where}: joint_names must be distinct and non-empty, got {self.joint_names}")
+        for key, value, minimum in (("default_pose", self.default_pose, None), ("kp", self.kp, 0.0),
+                                    ("kd", self.kd, 0.0)):
+            if value.shape not in ((n,), (1,), ()) or not np.all(np.isfinite(value)) or \
+                    (minimum is not None and np.any(value < minimum)):
+                raise ValueError(f"{where}: {key} must be {n} finite values{' >= 0' if minimum is not None else ''}, "
+                                 f"got {value.tolist()}")
+        if self.default_pose.shape != (n,):
+            raise ValueError(f"{where}: default_pose has {self.default_pose.size} values for {n} joints")
+        if not (self.control_dt > 0 and np.isfinite(self.control_dt)) or not np.isfinite(self.action_scale):
+            raise ValueError(f"{where}: control_dt must be > 0 and action_scale finite")
+        limits = meta.get("joint_limits")
+        if limits is not None:
+            lim = np.asarray(limits, dtype=np.float64)
+            if lim.shape != (n, 2) or not np.all(np.isfinite(lim)) or np.any(lim[:, 0] > lim[:, 1]):
+                raise ValueError(f"{where}: joint_limits must be {n} finite [lo, hi] pairs, got {lim.tolist()}")
+        torque = meta.get("torque_limits")
+        if torque is not None:
+            tau = np.asarray(torque, dtype=np.float64)
+            if tau.shape not in ((n,), (1,)) or not np.all(np.isfinite(tau)) or np.any(tau <= 0):
+                raise ValueError(f"{where}: torque_limits must be {n} finite values > 0, got {tau.tolist()}")
 
     def reset(self) -> None:
         """Forget the previous action (the ``last_action`` term starts at zero, as in training)."""

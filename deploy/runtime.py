@@ -15,9 +15,18 @@ class OnnxPolicy:
     def __init__(self, path: str | Path, intra_op_threads: int = 1):
         import onnxruntime as ort
 
+        path = Path(path)
+        if not path.is_file():
+            raise ValueError(f"bundle {path} does not exist (export one with `ctrl-rl export <run>`)")
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = intra_op_threads
-        self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        try:
+            self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        except Exception as e:  # onnxruntime raises its own Fail/InvalidProtobuf/InvalidGraph types
+            reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            size = path.stat().st_size
+            raise ValueError(f"bundle {path} ({size} bytes) is not a loadable ONNX model ({reason[:160]}); "
+                             "re-export it with `ctrl-rl export <run>`") from None
         meta = self.session.get_modelmeta().custom_metadata_map
         self.metadata: dict[str, Any] = {}
         for k, v in meta.items():
@@ -26,6 +35,9 @@ class OnnxPolicy:
             except json.JSONDecodeError:
                 self.metadata[k] = v
         inputs = {i.name: i for i in self.session.get_inputs()}
+        if "obs" not in inputs or not isinstance(inputs["obs"].shape[1], int):
+            raise ValueError(f"bundle {path} has no 'obs' input of fixed width (inputs {sorted(inputs)}): "
+                             "it was not written by `ctrl-rl export`")
         self.obs_dim = int(inputs["obs"].shape[1])
         # flow policies (FPO) take their initial noise as an input: zeros = the deterministic action
         self.noise_dim = int(inputs["noise"].shape[1]) if "noise" in inputs else 0

@@ -7,22 +7,33 @@ transition is unit-tested with hand-written inputs (tests/test_safety.py). The n
 Modes (rl_sar / unitree_rl_gym users know them):
 
 - ``passive``: the start. Damping only (kp = 0, kd = ``damping_kd``, target = measured pose);
+  nothing at all until a valid robot state has been read (there is no pose to hold before it);
   waits for healthy data, then stands up by itself (``auto_start``) or on a start message.
 - ``stand_up``: joint targets move linearly from the pose at entry to the bundle's default pose
   over ``stand_up_time``, then hold it for ``stand_hold_time``, with the bundle's PD gains.
 - ``policy``: the policy's joint targets with the bundle's gains.
 - ``damping``: any fault (stale or malformed data, joint limits, tilt, e-stop) from stand-up or
   policy lands here and **latches**: only an explicit start message leaves it.
+
+Every target the machine returns passes :func:`clamp_targets` (the bundle's joint limits and,
+where the bundle has torque limits and gains, what they allow at the measured state), and the
+pose it holds is only ever a measured pose that passed :func:`pose_fault`.
 """
 
 from __future__ import annotations
 
 import math
+import typing
 from dataclasses import dataclass, fields, replace
 from enum import Enum
 from typing import Any
 
 import numpy as np
+
+from .params import check_value, from_flat
+
+STATE_TIMEOUT_PERIODS = 2.0
+"""``safety.state_timeout = 0`` means this many control periods (see the field's docstring)."""
 
 
 class Mode(str, Enum):
@@ -37,9 +48,15 @@ class SafetyConfig:
     """Watchdog limits and stand-up timing (ROS 2 parameters of the node; seconds, radians)."""
 
     state_timeout: float = 0.0
-    """JointState or Imu older than this (receive time, s) is a fault. 0 = 0.75 control periods
-    (15 ms at 50 Hz), so a dead state publisher trips damping within 2 control periods of its
-    last message; the robot driver must then publish several times per period (500 Hz is usual)."""
+    """JointState or Imu older than this (s) is a fault. 0 = ``STATE_TIMEOUT_PERIODS`` (2) control
+    periods, 40 ms at 50 Hz: a dead state publisher reaches damping within 3 periods of its last
+    message, and a healthy 200-500 Hz stream on a loaded 2-core machine does not trip it (0.75
+    periods did, in 3 of 15 runs). Shorter catches a dead driver sooner and trips on scheduling
+    hiccups; longer the reverse (docs/deploy.md)."""
+    use_header_stamps: bool = False
+    """Age robot state by its header stamp (the robot's and this computer's clocks must be
+    synchronized, e.g. by PTP/chrony); false = by arrival time. With stamps, a message stamped more
+    than ``state_timeout`` in the past or in the future is rejected."""
     command_timeout: float = 0.5
     """A velocity command older than this is a fault while the policy runs; 0 = commands never
     go stale (and the policy starts with a zero command if none ever came)."""
@@ -60,26 +77,27 @@ class SafetyConfig:
     auto_start: bool = True
     """Stand up on the first healthy data without waiting for a start message (once: after a
     fault the node waits for a start message)."""
+    torque_clamp: bool = True
+    """Also clamp each target to what the bundle's torque limits allow with its PD gains at the
+    measured state (``|kp (target - q) - kd dq| <= torque limit``); joint limits always apply."""
 
     def __post_init__(self) -> None:
+        hints = typing.get_type_hints(type(self))
         for f in fields(self):
-            v = getattr(self, f.name)
-            if f.name != "auto_start" and (not isinstance(v, (int, float)) or v < 0 or not math.isfinite(v)):
-                raise ValueError(f"safety parameter {f.name} must be a finite number >= 0, got {v!r}")
+            v = check_value(f"safety.{f.name}", getattr(self, f.name), hints[f.name])
+            setattr(self, f.name, v)
+            if isinstance(v, float) and (v < 0 or not math.isfinite(v)):
+                raise ValueError(f"safety.{f.name} must be a finite number >= 0, got {v!r}")
         if not 0 < self.max_tilt < math.pi:
-            raise ValueError(f"max_tilt must be in (0, pi) rad, got {self.max_tilt}")
+            raise ValueError(f"safety.max_tilt must be in (0, pi) rad, got {self.max_tilt}")
 
     def resolved(self, control_dt: float) -> SafetyConfig:
-        """This config with ``state_timeout = 0`` replaced by 0.75 control periods."""
-        return replace(self, state_timeout=self.state_timeout or 0.75 * control_dt)
+        """This config with ``state_timeout = 0`` replaced by ``STATE_TIMEOUT_PERIODS`` control periods."""
+        return replace(self, state_timeout=self.state_timeout or STATE_TIMEOUT_PERIODS * control_dt)
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> SafetyConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown safety parameter(s) {unknown}; known: {sorted(known)}")
-        return cls(**values)
+        return from_flat(cls, values, "safety.")
 
 
 def tilt_angle(gravity_body: np.ndarray) -> float:
@@ -108,18 +126,12 @@ def find_fault(
     if state_age > cfg.state_timeout:  # (resolved: never 0 here)
         return (f"robot state is stale: last JointState/Imu {state_age * 1e3:.1f} ms ago "
                 f"(> {cfg.state_timeout * 1e3:.1f} ms)")
-    for name, v in (("joint positions", joint_pos), ("joint velocities", joint_vel),
-                    ("IMU gravity", gravity_body), ("IMU angular velocity", gyro)):
+    for name, v in (("IMU gravity", gravity_body), ("IMU angular velocity", gyro)):
         if not np.all(np.isfinite(v)):
             return f"non-finite {name}"
-    if joint_limits is not None:
-        lo, hi = joint_limits[:, 0] - cfg.joint_limit_margin, joint_limits[:, 1] + cfg.joint_limit_margin
-        bad = np.flatnonzero((joint_pos < lo) | (joint_pos > hi))
-        if bad.size:
-            i = int(bad[0])
-            return f"joint {i} at {joint_pos[i]:.3f} rad is outside its limits [{lo[i]:.3f}, {hi[i]:.3f}]"
-    if np.abs(joint_vel).max(initial=0.0) > cfg.max_joint_vel:
-        return f"joint speed {np.abs(joint_vel).max():.1f} rad/s exceeds max_joint_vel {cfg.max_joint_vel}"
+    bad_joints = pose_fault(cfg, joint_pos, joint_vel, joint_limits)
+    if bad_joints is not None:
+        return bad_joints
     if np.abs(gyro).max() > cfg.max_gyro:
         return f"body rate {np.abs(gyro).max():.1f} rad/s exceeds max_gyro {cfg.max_gyro}"
     tilt = tilt_angle(gravity_body)
@@ -132,6 +144,56 @@ def find_fault(
     return None
 
 
+def pose_fault(cfg: SafetyConfig, joint_pos: np.ndarray, joint_vel: np.ndarray,
+               joint_limits: np.ndarray | None, names: list[str] | None = None) -> str | None:
+    """Why measured joint positions/velocities cannot be trusted (non-finite, beyond the limits
+    plus ``joint_limit_margin``, faster than ``max_joint_vel``); ``None`` if they can. The node
+    rejects a JointState that fails this before it stores anything of it."""
+    for what, v in (("joint positions", joint_pos), ("joint velocities", joint_vel)):
+        if not np.all(np.isfinite(v)):
+            return f"non-finite {what}"
+    if joint_limits is not None:
+        lo, hi = joint_limits[:, 0] - cfg.joint_limit_margin, joint_limits[:, 1] + cfg.joint_limit_margin
+        bad = np.flatnonzero((joint_pos < lo) | (joint_pos > hi))
+        if bad.size:
+            i = int(bad[0])
+            name = names[i] if names else str(i)
+            return f"joint {name} at {joint_pos[i]:.3f} rad is outside its limits [{lo[i]:.3f}, {hi[i]:.3f}]"
+    if np.abs(joint_vel).max(initial=0.0) > cfg.max_joint_vel:
+        return f"joint speed {np.abs(joint_vel).max():.1f} rad/s exceeds max_joint_vel {cfg.max_joint_vel}"
+    return None
+
+
+def clamp_targets(
+    targets: np.ndarray,
+    joint_limits: np.ndarray | None,
+    kp: np.ndarray | None = None,
+    kd: np.ndarray | None = None,
+    torque_limits: np.ndarray | None = None,
+    joint_pos: np.ndarray | None = None,
+    joint_vel: np.ndarray | None = None,
+) -> tuple[np.ndarray, int]:
+    """Targets within what the robot may be asked for, and how many joints the clamp moved.
+
+    Torque first: a PD joint (``tau = kp (target - q) - kd dq``, the robot's law at zero velocity
+    target) stays within ``torque_limits`` at the measured ``q, dq`` for ``target`` in
+    ``[q + (kd dq - tau_max) / kp, q + (kd dq + tau_max) / kp]`` (joints with kp = 0 are exempt).
+    Then the hard joint limits, which win where the two disagree.
+    """
+    out = np.asarray(targets, dtype=np.float64).copy()
+    if torque_limits is not None and kp is not None and joint_pos is not None and joint_vel is not None:
+        kd = np.zeros_like(out) if kd is None else kd
+        active = kp > 0
+        safe_kp = np.where(active, kp, 1.0)
+        lo = np.where(active, joint_pos + (kd * joint_vel - torque_limits) / safe_kp, -np.inf)
+        hi = np.where(active, joint_pos + (kd * joint_vel + torque_limits) / safe_kp, np.inf)
+        out = np.clip(out, lo, hi)
+    if joint_limits is not None:
+        out = np.clip(out, joint_limits[:, 0], joint_limits[:, 1])
+    moved = int(np.count_nonzero(out != np.asarray(targets, dtype=np.float64)))
+    return out, moved
+
+
 @dataclass
 class JointCommand:
     """What goes to the actuators this tick: per-joint target, gains (policy joint order)."""
@@ -139,25 +201,37 @@ class JointCommand:
     position: np.ndarray
     kp: np.ndarray
     kd: np.ndarray
+    clamped: int = 0
+    """Joints whose target :func:`clamp_targets` moved this tick."""
 
 
 class SafetyStateMachine:
-    """Mode bookkeeping and the joint command of each mode (see the module docstring)."""
+    """Mode bookkeeping and the joint command of each mode (see the module docstring).
 
-    def __init__(self, cfg: SafetyConfig, default_pose: np.ndarray, kp: np.ndarray, kd: np.ndarray) -> None:
+    ``joint_limits`` (``[n, 2]``) and ``torque_limits`` (``[n]``) bound every target; ``None``
+    where the bundle has none.
+    """
+
+    def __init__(self, cfg: SafetyConfig, default_pose: np.ndarray, kp: np.ndarray, kd: np.ndarray,
+                 joint_limits: np.ndarray | None = None, torque_limits: np.ndarray | None = None) -> None:
         self.cfg = cfg
         self.default_pose = np.asarray(default_pose, dtype=np.float64)
         n = len(self.default_pose)
         self.kp = np.broadcast_to(np.asarray(kp, dtype=np.float64), (n,)).copy()
         self.kd = np.broadcast_to(np.asarray(kd, dtype=np.float64), (n,)).copy()
+        self.joint_limits = None if joint_limits is None else np.asarray(joint_limits, dtype=np.float64)
+        self.torque_limits = None if torque_limits is None else \
+            np.broadcast_to(np.asarray(torque_limits, dtype=np.float64), (n,)).copy()
         self.mode = Mode.PASSIVE
         self.fault: str | None = None
         self.transitions: list[tuple[float, Mode, str]] = []
         """``(time, new mode, why)`` of every transition, for the log and the tests."""
         self._start_requested = cfg.auto_start
         self._t0 = 0.0
-        self._q0 = self.default_pose.copy()
-        self._last_pos = self.default_pose.copy()
+        self._q0: np.ndarray | None = None
+        self.measured_pose: np.ndarray | None = None
+        """The last measured pose that passed the checks; ``None`` until one has: until then no
+        mode has a pose to hold and :meth:`command` returns nothing."""
 
     def _enter(self, mode: Mode, t: float, why: str) -> None:
         self.mode, self._t0 = mode, t
@@ -167,39 +241,52 @@ class SafetyStateMachine:
         """Operator's start: stand up from passive, or clear a latched fault and stand up."""
         self._start_requested = True
 
-    def trip(self, t: float, reason: str) -> None:
-        """A fault: damping from stand-up or policy; noted (not latched) in passive."""
-        if self.mode in (Mode.STAND_UP, Mode.POLICY) or (self.mode == Mode.PASSIVE and reason.startswith("e-stop")):
+    def trip(self, t: float, reason: str, latch_in_passive: bool = False) -> Mode:
+        """A fault: damping from stand-up or policy; in passive only an operator's hold (e-stop,
+        deactivate: ``latch_in_passive``) latches, a data fault is noted and waited out."""
+        if self.mode in (Mode.STAND_UP, Mode.POLICY) or (self.mode == Mode.PASSIVE and latch_in_passive):
             self.fault = reason
             self._start_requested = False
             self._enter(Mode.DAMPING, t, reason)
+        return self.mode
 
-    def tick(self, t: float, fault: str | None, joint_pos: np.ndarray | None) -> Mode:
-        """Advance the mode at time ``t`` given this tick's fault (``None`` when healthy)."""
-        if joint_pos is not None and np.all(np.isfinite(joint_pos)):
-            self._last_pos = np.asarray(joint_pos, dtype=np.float64).copy()
+    def tick(self, t: float, fault: str | None, measured_pose: np.ndarray | None,
+             latch_in_passive: bool = False) -> Mode:
+        """Advance the mode at time ``t`` given this tick's fault (``None`` when healthy).
+
+        ``measured_pose``: the latest joint positions that passed :func:`pose_fault`, or ``None``
+        (the caller never passes a pose it rejected: it would become the pose held in damping).
+        """
+        if measured_pose is not None:
+            self.measured_pose = np.asarray(measured_pose, dtype=np.float64).copy()
         if fault is not None:
             if self.mode == Mode.DAMPING:
                 self._start_requested = False  # a start pressed while still faulty is not kept for later
-            self.trip(t, fault)
-            return self.mode
-        if self.mode in (Mode.PASSIVE, Mode.DAMPING) and self._start_requested:
+            return self.trip(t, fault, latch_in_passive)
+        if self.mode in (Mode.PASSIVE, Mode.DAMPING) and self._start_requested and self.measured_pose is not None:
             self._start_requested = False
             self.fault = None
-            self._q0 = self._last_pos.copy()
+            self._q0 = self.measured_pose.copy()
             self._enter(Mode.STAND_UP, t, "start")
         elif self.mode == Mode.STAND_UP and t - self._t0 >= self.cfg.stand_up_time + self.cfg.stand_hold_time:
             self._enter(Mode.POLICY, t, "stood up")
         return self.mode
 
-    def command(self, t: float, policy_targets: np.ndarray | None = None) -> JointCommand:
-        """The joint command of the current mode (``policy_targets`` is used in policy mode)."""
+    def command(self, t: float, policy_targets: np.ndarray | None = None,
+                joint_vel: np.ndarray | None = None) -> JointCommand | None:
+        """The joint command of the current mode, clamped (``policy_targets`` in policy mode);
+        ``None`` while no measured pose exists (nothing may be published then)."""
+        if self.measured_pose is None:
+            return None
         if self.mode == Mode.STAND_UP:
             alpha = min(1.0, (t - self._t0) / self.cfg.stand_up_time) if self.cfg.stand_up_time > 0 else 1.0
-            return JointCommand(self._q0 + alpha * (self.default_pose - self._q0), self.kp, self.kd)
-        if self.mode == Mode.POLICY:
+            target, kp, kd = self._q0 + alpha * (self.default_pose - self._q0), self.kp, self.kd
+        elif self.mode == Mode.POLICY:
             if policy_targets is None:
                 raise ValueError("policy mode needs the policy's joint targets")
-            return JointCommand(np.asarray(policy_targets, dtype=np.float64), self.kp, self.kd)
-        zeros = np.zeros_like(self.kp)
-        return JointCommand(self._last_pos.copy(), zeros, np.full_like(self.kd, self.cfg.damping_kd))
+            target, kp, kd = np.asarray(policy_targets, dtype=np.float64), self.kp, self.kd
+        else:  # passive, damping: hold the measured pose with no stiffness
+            target, kp, kd = self.measured_pose, np.zeros_like(self.kp), np.full_like(self.kd, self.cfg.damping_kd)
+        torque = self.torque_limits if self.cfg.torque_clamp else None
+        target, moved = clamp_targets(target, self.joint_limits, kp, kd, torque, self.measured_pose, joint_vel)
+        return JointCommand(target, kp, kd, moved)

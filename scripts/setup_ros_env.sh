@@ -12,13 +12,13 @@ cd "$(dirname "$0")/.."
 VENV=.venv-ros
 ROS_PINS=(
   ros-rclpy==9.1.2 ros-rmw-fastrtps-cpp==9.3.3 ros-rcl-interfaces==2.3.0 ros-builtin-interfaces==2.3.0
-  ros-std-msgs==5.5.1 ros-sensor-msgs==5.5.1 ros-geometry-msgs==5.5.1
+  ros-std-msgs==5.5.1 ros-sensor-msgs==5.5.1 ros-geometry-msgs==5.5.1 ros-diagnostic-msgs==5.5.1 ros-lifecycle-msgs==2.3.0
 )
 EXTRA_PINS=(mujoco==4.0.0 "pyyaml>=6")  # the sim2sim bridge can run here too
 stamp_of() { cat pyproject.toml scripts/setup_ros_env.sh | sha256sum | cut -d' ' -f1; }
 want=$(stamp_of)
 if [[ -x $VENV/bin/python && -f $VENV/.ctrl-rl-stamp && $(cat $VENV/.ctrl-rl-stamp) == "$want" ]] &&
-    $VENV/bin/python -c "import rclpy, sensor_msgs.msg, ctrl_rl" 2>/dev/null; then
+    $VENV/bin/python -c "import rclpy, sensor_msgs.msg, diagnostic_msgs.msg, ctrl_rl" 2>/dev/null; then
   echo "setup_ros_env: $VENV is up to date"
   exit 0
 fi

@@ -12,3 +12,23 @@ def quadruped_bundle(root: Path) -> str:
     run = train(["task=quadruped_velocity_flat", "env.num_envs=64", "algo.num_steps_per_env=8",
                  "runner.max_iterations=2", "runner.progress=false", f"runner.log_root={root}"])
     return str(export(str(run), []))
+
+
+def crafted_bundle(src: str | Path, dst: str | Path, factor: float) -> str:
+    """``src`` with its action output multiplied by ``factor`` (NaN, inf, 1e6: a policy gone bad),
+    metadata kept: the deploy node must fault or clamp, never pass it on."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    model = onnx.load(str(src))
+    graph = model.graph
+    out = graph.output[0]
+    scaled = f"{out.name}_unscaled"
+    for node in graph.node:  # the producer of the output now writes the unscaled value
+        node.output[:] = [scaled if o == out.name else o for o in node.output]
+    import numpy as np
+
+    graph.initializer.append(numpy_helper.from_array(np.array(factor, dtype=np.float32), "fuzz_factor"))
+    graph.node.append(helper.make_node("Mul", [scaled, "fuzz_factor"], [out.name]))
+    onnx.save(model, str(dst))
+    return str(dst)

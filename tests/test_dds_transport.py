@@ -174,6 +174,9 @@ def _samples() -> list:
         m.Float64MultiArray(data=np.arange(6.0) / 7, dims=[("rows", 2, 6), ("cols", 3, 3)], data_offset=1),
         m.Bool(data=True),
         m.String(data='{"state": "running", "ünï": 1}'),
+        m.DiagnosticArray(stamp=5.25, status=[m.DiagnosticStatus(2, "ctrl_rl_node: safety", "damping: x", "quad",
+                                                                  [("mode", "damping"), ("fault", "x")])],
+                          frame_id=""),
     ]
 
 

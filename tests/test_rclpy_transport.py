@@ -44,10 +44,14 @@ from ctrl_rl.deploy.transports import make_transport
 from ctrl_rl.deploy.transports.ros2 import RclpyTransport
 
 def to_json(msg):
-    return {f: (v.tolist() if isinstance(v, np.ndarray) else v) for f, v in vars(msg).items()}
+    import dataclasses
+    return json.loads(json.dumps(dataclasses.asdict(msg), default=lambda a: a.tolist()))
 
 def from_json(name, d):
     cls = m.MESSAGE_TYPES[name]
+    if cls is m.DiagnosticArray:
+        d = {**d, "status": [m.DiagnosticStatus(**{**s, "values": [tuple(kv) for kv in s["values"]]})
+                             for s in d["status"]]}
     return cls(**{k: (np.array(v) if isinstance(getattr(cls(), k), np.ndarray) else v) for k, v in d.items()})
 
 def wait(pred, timeout=15.0):
@@ -77,8 +81,12 @@ if mode == "roundtrip":  # two transports (own Context each, both executors); ev
     print("RESULT", json.dumps({"got": got, "info": info}), flush=True)
 elif mode == "params":
     t = make_transport("rclpy", namespace="robot", domain_id=domain, node_name="ctrl")
-    print("RESULT", json.dumps({"fqn": t.node.get_fully_qualified_name(),
-                                "params": t.declare_parameters(json.loads(arg))}), flush=True)
+    try:
+        out, error = t.declare_parameters(json.loads(arg)), None
+    except ValueError as e:
+        out, error = None, str(e)
+    print("RESULT", json.dumps({"fqn": t.node.get_fully_qualified_name(), "params": out, "error": error}),
+          flush=True)
     t.close()
 elif mode == "echo":  # republish in/<i> on out/<i> until stdin closes
     t = make_transport("rclpy", namespace="robot", domain_id=domain, node_name="echo")
@@ -107,15 +115,17 @@ MESSAGES: dict[str, Any] = {
     "std_msgs/msg/Float64MultiArray": m.Float64MultiArray(np.arange(6.0) / 3, [("rows", 2, 6), ("cols", 3, 3)], 1),
     "std_msgs/msg/Bool": m.Bool(True),
     "std_msgs/msg/String": m.String('{"state": "running", "ü": 1}'),
+    "diagnostic_msgs/msg/DiagnosticArray": m.DiagnosticArray(
+        1700000000.5, [m.DiagnosticStatus(2, "ctrl_rl_node: safety", "damping: stale", "ctrl_quad",
+                                          [("mode", "damping"), ("rejected", "3")]),
+                       m.DiagnosticStatus(0, "other", "", "", [])], "base"),
 }
 assert set(MESSAGES) == set(m.MESSAGE_TYPES)
 
 
 def as_json(msg: Any) -> dict[str, Any]:
     """The helper's JSON form (lists for arrays, lists for dims tuples) of a neutral message."""
-    return json.loads(
-        json.dumps({f.name: getattr(msg, f.name) for f in dataclasses.fields(msg)}, default=np.ndarray.tolist)
-    )
+    return json.loads(json.dumps(dataclasses.asdict(msg), default=np.ndarray.tolist))
 
 
 def domain_id(offset: int) -> int:
@@ -157,20 +167,24 @@ def test_params_file_and_remaps(tmp_path: Path) -> None:
         "    tags: []\n    names: []\n"
         "/other/ctrl:\n  ros__parameters:\n    policy: walk.onnx\n"
     )
-    defaults = {"kp": 20.0, "kd": 0.5, "policy": "", "joints": ["a"], "tags": ["x"], "names": []}
-    defaults["safety"] = {"max_torque": 10.0, "estop": True}
+    defaults = {"kp": 20.0, "kd": 0.5, "policy": "", "joints": ["a"], "tags": ["x"], "names": [],
+                "safety.max_torque": 10.0, "safety.estop": True}
     ros_args = ["--ros-args", "--params-file", str(params), "-p", "kd:=0.75", "-r", "__ns:=/other"]
     out = run_helper(tmp_path, "params", domain_id(1), defaults, *ros_args)
     assert out["fqn"] == "/other/ctrl"  # -r __ns:= wins over the constructor's namespace
     assert out["params"] == {
-        "kp": 40.0,  # YAML int for a float default comes back a float
+        "kp": 40,  # as given: the node's typed loader accepts an int for a float (test_safety.py)
         "kd": 0.75,
         "policy": "walk.onnx",  # node-specific section
         "joints": ["hip", "knee"],
         "tags": [],  # YAML `[]` reaches rclpy as NOT_SET; still an empty list here
         "names": [],
-        "safety": {"max_torque": 33.5, "estop": True},  # nested YAML <-> dotted names <-> nested dict
+        "safety.max_torque": 33.5,  # nested YAML <-> dotted names
+        "safety.estop": True,
     }
+    # a ROS parameter nobody declared is an error naming it, not silently ignored
+    out = run_helper(tmp_path, "params", domain_id(1), defaults, "--ros-args", "-p", "max_tlt:=0.5")
+    assert out["params"] is None and "unknown ROS parameter(s) ['max_tlt']" in out["error"]
 
 
 def test_interop_cyclonedds_dds_transport_with_rclpy_fastdds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

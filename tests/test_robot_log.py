@@ -15,7 +15,7 @@ import h5py
 import numpy as np
 import pytest
 from ctrl_rl.deploy import messages as m
-from ctrl_rl.deploy.cli import _node_params, build_parser
+from ctrl_rl.deploy.cli import build_parser, resolve_params
 from ctrl_rl.deploy.node import DeployNode, NodeParams
 from ctrl_rl.deploy.recorder import EpisodeRecorder
 from ctrl_rl.deploy.robot_policy import RobotPolicy
@@ -306,10 +306,10 @@ class FakeTransport:
     def __init__(self) -> None:
         self.subs: dict = {}
 
-    def publisher(self, topic, msg_type):
+    def publisher(self, topic, msg_type, qos=None):
         return lambda msg: None
 
-    def subscribe(self, topic, msg_type, callback, sensor=False):
+    def subscribe(self, topic, msg_type, callback, sensor=False, qos=None):
         self.subs[topic] = callback
 
 
@@ -388,7 +388,7 @@ def test_record_flag_of_deploy_node_and_sim2sim(tmp_path):
     for argv in (["node", "--bundle", str(bundle)], ["sim2sim", str(bundle)]):
         args = build_parser().parse_args([*argv, "--record", str(tmp_path / "logs")])
         args.bundle = args.bundle or getattr(args, "bundle_pos", None)
-        assert _node_params(args).record_dir == str(tmp_path / "logs")
+        assert resolve_params(args).record_dir == str(tmp_path / "logs")
     assert NodeParams.from_yaml(Path(__file__).parent.parent / "configs" / "deploy" / "node.yaml").record_dir == ""
 
 

@@ -8,7 +8,8 @@ import time
 import numpy as np
 import pytest
 from ctrl_rl.deploy.node import NodeParams
-from ctrl_rl.deploy.safety import Mode, SafetyConfig, SafetyStateMachine, find_fault, tilt_angle
+from ctrl_rl.deploy.safety import (Mode, SafetyConfig, SafetyStateMachine, clamp_targets, find_fault, pose_fault,
+                                   tilt_angle)
 from ctrl_rl.deploy.stats import LoopTimer
 
 POSE = np.array([0.0, 0.8, -1.5])
@@ -65,7 +66,10 @@ def test_passive_stand_up_policy_sequence_and_commands():
     sm = SafetyStateMachine(CFG, POSE, kp=[35.0], kd=[0.6])
     lying = np.array([0.1, 1.4, -2.6])
     assert sm.tick(0.0, "no joint state or IMU received yet", None) == Mode.PASSIVE  # waits for data
-    c = sm.command(0.0)
+    assert sm.command(0.0) is None  # no measured pose yet: nothing at all to publish
+    assert sm.tick(0.05, "robot state is stale", lying) == Mode.PASSIVE
+    c = sm.command(0.05)
+    np.testing.assert_array_equal(c.position, lying)  # passive holds the measured pose, not the default
     np.testing.assert_array_equal(c.kp, 0.0)
     np.testing.assert_array_equal(c.kd, CFG.damping_kd)
     assert sm.tick(0.1, None, lying) == Mode.STAND_UP  # auto_start on the first healthy data
@@ -104,22 +108,103 @@ def test_fault_latches_damping_until_a_start_on_healthy_data():
 def test_no_auto_start_waits_for_the_operator_and_estop_in_passive_latches():
     sm = SafetyStateMachine(SafetyConfig(auto_start=False), POSE, kp=[35.0], kd=[0.6])
     assert sm.tick(0.0, None, POSE) == Mode.PASSIVE
-    assert sm.tick(1.0, "e-stop message received", POSE) == Mode.DAMPING
+    assert sm.tick(1.0, "e-stop message received", POSE) == Mode.PASSIVE  # a data fault would only be noted
+    assert sm.tick(1.0, "e-stop message received", POSE, latch_in_passive=True) == Mode.DAMPING
 
 
 def test_config_validation_names_the_fix():
-    assert SafetyConfig().resolved(0.02).state_timeout == pytest.approx(0.015)
+    assert SafetyConfig().resolved(0.02).state_timeout == pytest.approx(0.04)  # 2 periods
     assert SafetyConfig(state_timeout=0.01).resolved(0.02).state_timeout == 0.01
     with pytest.raises(ValueError, match="state_timeout must be a finite number >= 0"):
         SafetyConfig(state_timeout=-1)
     with pytest.raises(ValueError, match="max_tilt"):
         SafetyConfig(max_tilt=4.0)
-    with pytest.raises(ValueError, match=r"unknown safety parameter\(s\) \['max_tlt'\]"):
+    with pytest.raises(ValueError, match=r"unknown parameter\(s\) \['safety.max_tlt'\]"):
         SafetyConfig.from_dict({"max_tlt": 0.5})
     with pytest.raises(ValueError, match="command_format must be one of"):
         NodeParams(command_format="torque")
-    with pytest.raises(ValueError, match=r"unknown node parameter\(s\) \['rate'\]"):
+    with pytest.raises(ValueError, match=r"unknown parameter\(s\) \['rate'\]"):
         NodeParams.from_dict({"rate": 50})
+
+
+@pytest.mark.parametrize("values, match", [
+    ({"safety": {"auto_start": "no"}}, r"safety.auto_start must be true or false, got 'no'"),
+    ({"safety.auto_start": 1}, r"safety.auto_start must be true or false, got 1"),
+    ({"rate_hz": "fast"}, r"rate_hz must be a number, got 'fast'"),
+    ({"safety.max_tilt": "0.5"}, r"safety.max_tilt must be a number"),
+    ({"realtime_priority": 1.5}, r"realtime_priority must be an integer"),
+    ({"command_joint_names": "a,b"}, r"command_joint_names must be"),
+    ({"command_joint_names": ["a", "a"]}, r"lists a joint twice"),
+    ({"qos.imu.reliability": "sometimes"}, r"qos.imu: reliability must be one of"),
+    ({"qos.imu.depth": 0}, r"depth must be >= 1"),
+    ({"safety": 3}, r"safety is a group"),
+    ({"passive_output": "off"}, r"passive_output must be one of"),
+])
+def test_every_parameter_is_type_checked_with_its_name(values, match):
+    with pytest.raises(ValueError, match=match):
+        NodeParams.from_dict(values)
+
+
+def test_ints_are_accepted_for_floats_and_qos_defaults_follow_ros_conventions():
+    p = NodeParams.from_dict({"rate_hz": 50, "safety.max_tilt": 1})
+    assert p.rate_hz == 50.0 and isinstance(p.safety.max_tilt, float)
+    assert (p.qos.joint_states.reliability, p.qos.joint_states.depth) == ("best_effort", 1)
+    assert p.qos.joint_commands.reliability == "reliable" and p.qos.estop.reliability == "reliable"
+    assert NodeParams.from_dict(p.flat()) == p
+
+
+def test_a_broken_params_file_is_one_line_naming_file_and_line(tmp_path):
+    f = tmp_path / "p.yaml"
+    f.write_text("ctrl_rl_node:\n  ros__parameters:\n    rate_hz: [1\n    bundle: x\n")
+    with pytest.raises(ValueError, match=r"p.yaml line \d+: not valid YAML") as e:
+        NodeParams.from_yaml(f)
+    assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="does not exist"):
+        NodeParams.from_yaml(tmp_path / "missing.yaml")
+
+
+def test_rejected_pose_is_never_held():
+    """A pose that failed the checks is not passed on; the machine keeps holding the last good one."""
+    cfg = SafetyConfig(state_timeout=0.025)
+    assert pose_fault(cfg, np.array([0.0, 0.8, 1000.0]), np.zeros(3), LIMITS) is not None
+    assert pose_fault(cfg, POSE, np.array([0.0, np.nan, 0.0]), LIMITS) == "non-finite joint velocities"
+    assert pose_fault(cfg, POSE, np.zeros(3), LIMITS, ["hip", "thigh", "calf"]) is None
+    assert "joint calf at 0.500" in pose_fault(cfg, np.array([0.0, 0.8, 0.5]), np.zeros(3), LIMITS,
+                                               ["hip", "thigh", "calf"])
+    sm = SafetyStateMachine(cfg, POSE, kp=[35.0], kd=[0.6], joint_limits=LIMITS)
+    sm.tick(0.0, None, POSE)
+    sm.tick(1.0, "malformed input: JointState refused", None)  # the node passes no pose it rejected
+    np.testing.assert_array_equal(sm.command(1.0).position, POSE)
+
+
+def test_clamp_targets_to_joint_and_torque_limits_by_hand():
+    limits = np.array([[-0.8, 0.8], [-1.0, 1.0]])
+    out, moved = clamp_targets(np.array([2.5, -0.5]), limits)
+    np.testing.assert_array_equal(out, [0.8, -0.5])
+    assert moved == 1
+    # kp 20, kd 1, tau_max 10 at q = 0.1, dq = 2: target in [0.1 + (2 - 10)/20, 0.1 + (2 + 10)/20] = [-0.3, 0.7]
+    out, moved = clamp_targets(np.array([0.75, -0.35]), limits, kp=np.array([20.0, 20.0]), kd=np.array([1.0, 1.0]),
+                               torque_limits=np.array([10.0, 10.0]), joint_pos=np.array([0.1, 0.1]),
+                               joint_vel=np.array([2.0, 2.0]))
+    np.testing.assert_allclose(out, [0.7, -0.3])
+    assert moved == 2
+    tau = 20 * (out - 0.1) - 1.0 * 2.0
+    assert np.all(np.abs(tau) <= 10 + 1e-9)
+    # kp 0 (damping) is exempt from the torque window; joint limits still apply
+    out, _ = clamp_targets(np.array([0.9, 0.0]), limits, kp=np.zeros(2), kd=np.ones(2),
+                           torque_limits=np.ones(2), joint_pos=np.zeros(2), joint_vel=np.zeros(2))
+    np.testing.assert_array_equal(out, [0.8, 0.0])
+
+
+def test_policy_targets_beyond_the_limits_are_clamped_and_counted():
+    sm = SafetyStateMachine(SafetyConfig(stand_up_time=0.0, stand_hold_time=0.0), POSE, kp=[35.0], kd=[0.6],
+                            joint_limits=LIMITS, torque_limits=[23.7, 23.7, 35.55])
+    sm.tick(0.0, None, POSE)
+    assert sm.tick(0.1, None, POSE) == Mode.POLICY
+    c = sm.command(0.1, POSE + np.array([2.5, 0.0, 0.0]), np.zeros(3))
+    assert c.clamped == 1
+    assert c.position[0] == pytest.approx(23.7 / 35.0)  # torque window at q = 0: 0.677 rad, inside the 0.8 limit
+    assert np.all((c.position >= LIMITS[:, 0]) & (c.position <= LIMITS[:, 1]))
 
 
 def test_params_yaml_in_ros2_format(tmp_path):

@@ -34,13 +34,14 @@ import numpy as np
 from cyclonedds.core import DDSException, Listener, Policy, Qos
 from cyclonedds.domain import Domain, DomainParticipant
 from cyclonedds.idl import IdlStruct
-from cyclonedds.idl.types import array, float64, int32, sequence, uint32
+from cyclonedds.idl.types import array, float64, int32, sequence, uint8, uint32
 from cyclonedds.pub import DataWriter
 from cyclonedds.sub import DataReader
 from cyclonedds.topic import Topic
 from cyclonedds.util import duration
 
 from .. import messages as m
+from ..config import TopicQos
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +132,27 @@ class String_(IdlStruct, typename="std_msgs::msg::dds_::String_"):
     data: str
 
 
+@dataclass
+class KeyValue_(IdlStruct, typename="diagnostic_msgs::msg::dds_::KeyValue_"):
+    key: str
+    value: str
+
+
+@dataclass
+class DiagnosticStatus_(IdlStruct, typename="diagnostic_msgs::msg::dds_::DiagnosticStatus_"):
+    level: uint8  # ROS `byte` (IDL octet): one byte on the wire either way
+    name: str
+    message: str
+    hardware_id: str
+    values: sequence[KeyValue_]
+
+
+@dataclass
+class DiagnosticArray_(IdlStruct, typename="diagnostic_msgs::msg::dds_::DiagnosticArray_"):
+    header: Header_
+    status: sequence[DiagnosticStatus_]
+
+
 def stamp_to_time(t: float) -> Time_:
     """Float seconds -> (sec, nanosec), rounded to the nearest ns (exact for time.time() stamps)."""
     sec = math.floor(t)
@@ -203,6 +225,18 @@ def _from_multiarray(s: Float64MultiArray_) -> m.Float64MultiArray:
                                data_offset=s.layout.data_offset)
 
 
+def _to_diagnostics(msg: m.DiagnosticArray) -> DiagnosticArray_:
+    return DiagnosticArray_(header=_header(msg.stamp, msg.frame_id), status=[
+        DiagnosticStatus_(level=int(st.level), name=st.name, message=st.message, hardware_id=st.hardware_id,
+                          values=[KeyValue_(key=str(k), value=str(v)) for k, v in st.values]) for st in msg.status])
+
+
+def _from_diagnostics(s: DiagnosticArray_) -> m.DiagnosticArray:
+    return m.DiagnosticArray(stamp=time_to_stamp(s.header.stamp), frame_id=s.header.frame_id, status=[
+        m.DiagnosticStatus(int(st.level), st.name, st.message, st.hardware_id, [(kv.key, kv.value) for kv in st.values])
+        for st in s.status])
+
+
 CONVERTERS: dict[type, tuple[type[IdlStruct], Callable[[Any], IdlStruct], Callable[[Any], Any]]] = {
     m.JointState: (JointState_, _to_joint_state, _from_joint_state),
     m.Imu: (Imu_, _to_imu, _from_imu),
@@ -211,6 +245,7 @@ CONVERTERS: dict[type, tuple[type[IdlStruct], Callable[[Any], IdlStruct], Callab
     m.Float64MultiArray: (Float64MultiArray_, _to_multiarray, _from_multiarray),
     m.Bool: (Bool_, lambda x: Bool_(data=bool(x.data)), lambda s: m.Bool(data=bool(s.data))),
     m.String: (String_, lambda x: String_(data=str(x.data)), lambda s: m.String(data=s.data)),
+    m.DiagnosticArray: (DiagnosticArray_, _to_diagnostics, _from_diagnostics),
 }
 """Neutral class -> (IDL class, to_idl, from_idl); keys are exactly ``messages.MESSAGE_TYPES``."""
 
@@ -266,6 +301,18 @@ SENSOR_READER_QOS = Qos(Policy.Reliability.BestEffort, Policy.History.KeepLast(5
                         Policy.DataRepresentation(use_cdrv0_representation=True, use_xcdrv2_representation=True))
 """ROS 2's sensor-data profile (best effort, keep-last 5): a lost sample is skipped, never waited for;
 with a reliable reader one lost packet holds back every later sample until it is repaired."""
+
+
+
+def qos_policies(q: TopicQos, reader: bool) -> Qos:
+    """A :class:`~ctrl_rl.deploy.config.TopicQos` as cyclonedds policies (ROS 2's mapping)."""
+    rel = (Policy.Reliability.Reliable(max_blocking_time=duration(milliseconds=100)) if q.reliability == "reliable"
+           else Policy.Reliability.BestEffort)
+    dur = Policy.Durability.TransientLocal if q.durability == "transient_local" else Policy.Durability.Volatile
+    rep = (Policy.DataRepresentation(use_cdrv0_representation=True, use_xcdrv2_representation=True) if reader
+           else Policy.DataRepresentation(use_cdrv0_representation=True))
+    return Qos(rel, Policy.History.KeepLast(q.depth), dur, rep)
+
 
 _domains: dict[int, list] = {}  # domain id -> [Domain, users]
 _domains_lock = threading.Lock()
@@ -347,11 +394,12 @@ class DdsTransport:
             raise TypeError(f"topic '{name}' already used with {t.data_type.__idl_typename__}")
         return t
 
-    def publisher(self, topic: str, msg_type: type) -> Callable[[Any], None]:
+    def publisher(self, topic: str, msg_type: type, qos: TopicQos | None = None) -> Callable[[Any], None]:
         idl_type, to_idl, _ = _converter(msg_type)
         with self._lock:
             self._check_open()
-            writer = DataWriter(self._participant, self._topic(topic, idl_type), qos=WRITER_QOS)
+            writer = DataWriter(self._participant, self._topic(topic, idl_type),
+                                qos=WRITER_QOS if qos is None else qos_policies(qos, reader=False))
             self._writers.append(writer)
 
         closing = self._closing
@@ -363,7 +411,8 @@ class DdsTransport:
 
         return publish
 
-    def subscribe(self, topic: str, msg_type: type, callback: Callable[[Any], None], sensor: bool = False) -> None:
+    def subscribe(self, topic: str, msg_type: type, callback: Callable[[Any], None], sensor: bool = False,
+                  qos: TopicQos | None = None) -> None:
         idl_type, _, from_idl = _converter(msg_type)
 
         closing, holder = self._closing, []  # not ``self``: no transport <-> listener reference cycle
@@ -387,8 +436,9 @@ class DdsTransport:
         listener = Listener(on_data_available=on_data_available)
         with self._lock:
             self._check_open()
-            qos = SENSOR_READER_QOS if sensor else READER_QOS
-            reader = DataReader(self._participant, self._topic(topic, idl_type), qos=qos, listener=listener)
+            policies = (qos_policies(qos, reader=True) if qos is not None
+                        else SENSOR_READER_QOS if sensor else READER_QOS)
+            reader = DataReader(self._participant, self._topic(topic, idl_type), qos=policies, listener=listener)
             holder.append(reader)
             self._readers.append((reader, listener))
 

@@ -21,7 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from ..messages import MESSAGE_TYPES, Bool, Float64MultiArray, Imu, JointState, String, Twist, type_name
+from ..config import TopicQos
+from ..messages import (MESSAGE_TYPES, Bool, DiagnosticArray, DiagnosticStatus, Float64MultiArray, Imu, JointState,
+                        String, Twist, type_name)
 
 FASTDDS_TRANSPORTS = "UDPv4"
 """Fast DDS transports unless ``FASTDDS_BUILTIN_TRANSPORTS`` is set: UDP only, no shared memory.
@@ -39,12 +41,16 @@ if os.environ.get("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp").startswith("rmw_fast
 
 try:
     from builtin_interfaces.msg import Time
+    from diagnostic_msgs.msg import DiagnosticArray as RosDiagnosticArray
+    from diagnostic_msgs.msg import DiagnosticStatus as RosDiagnosticStatus
+    from diagnostic_msgs.msg import KeyValue
     from geometry_msgs.msg import Twist as RosTwist
-    from rcl_interfaces.msg import ParameterDescriptor
+    from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
     from rclpy.context import Context
     from rclpy.executors import ExternalShutdownException, ShutdownException, SingleThreadedExecutor
+    from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
     from rclpy.node import Node
-    from rclpy.qos import qos_profile_sensor_data
+    from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
     from sensor_msgs.msg import Imu as RosImu
     from sensor_msgs.msg import JointState as RosJointState
     from std_msgs.msg import Bool as RosBool
@@ -153,6 +159,24 @@ def _f64ma_from_ros(r: RosFloat64MultiArray) -> Float64MultiArray:
     return Float64MultiArray(_np(r.data), dims, r.layout.data_offset)
 
 
+def _diag_to_ros(m: DiagnosticArray) -> RosDiagnosticArray:
+    r = RosDiagnosticArray()
+    r.header.stamp = _time(m.stamp)
+    r.header.frame_id = m.frame_id
+    r.status = [RosDiagnosticStatus(level=bytes([int(st.level)]), name=st.name, message=st.message,
+                                    hardware_id=st.hardware_id,
+                                    values=[KeyValue(key=str(k), value=str(v)) for k, v in st.values])
+                for st in m.status]
+    return r
+
+
+def _diag_from_ros(r: RosDiagnosticArray) -> DiagnosticArray:
+    status = [DiagnosticStatus(int.from_bytes(st.level, "little") if isinstance(st.level, bytes) else int(st.level),
+                               st.name, st.message, st.hardware_id, [(kv.key, kv.value) for kv in st.values])
+              for st in r.status]
+    return DiagnosticArray(_stamp(r.header.stamp), status, r.header.frame_id)
+
+
 CONVERTERS: dict[type, tuple[type, Callable[[Any], Any], Callable[[Any], Any]]] = {
     JointState: (RosJointState, _js_to_ros, _js_from_ros),
     Imu: (RosImu, _imu_to_ros, _imu_from_ros),
@@ -160,9 +184,18 @@ CONVERTERS: dict[type, tuple[type, Callable[[Any], Any], Callable[[Any], Any]]] 
     Float64MultiArray: (RosFloat64MultiArray, _f64ma_to_ros, _f64ma_from_ros),
     Bool: (RosBool, lambda m: RosBool(data=bool(m.data)), lambda r: Bool(r.data)),
     String: (RosString, lambda m: RosString(data=m.data), lambda r: String(r.data)),
+    DiagnosticArray: (RosDiagnosticArray, _diag_to_ros, _diag_from_ros),
 }
 """neutral class -> (ROS class, to_ros, from_ros); exactly :data:`MESSAGE_TYPES`."""
 assert set(CONVERTERS) == set(MESSAGE_TYPES.values())
+
+
+def ros_qos(q: TopicQos) -> QoSProfile:
+    """A :class:`~ctrl_rl.deploy.config.TopicQos` as an rclpy profile."""
+    return QoSProfile(
+        history=HistoryPolicy.KEEP_LAST, depth=q.depth,
+        reliability=ReliabilityPolicy.RELIABLE if q.reliability == "reliable" else ReliabilityPolicy.BEST_EFFORT,
+        durability=DurabilityPolicy.TRANSIENT_LOCAL if q.durability == "transient_local" else DurabilityPolicy.VOLATILE)
 
 
 def _converter(msg_type: type) -> tuple[type, Callable[[Any], Any], Callable[[Any], Any]]:
@@ -176,22 +209,6 @@ def _converter(msg_type: type) -> tuple[type, Callable[[Any], Any], Callable[[An
 # -- parameters -----------------------------------------------------------------------------------
 
 
-def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, Mapping):
-            out.update(_flatten(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
-def _nest(flat: dict[str, Any], like: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    return {
-        k: _nest(flat, v, f"{prefix}{k}.") if isinstance(v, Mapping) else flat[f"{prefix}{k}"] for k, v in like.items()
-    }
-
-
 def _ros_value(v: Any) -> Any:
     if isinstance(v, np.ndarray | np.generic):
         return v.tolist()
@@ -199,16 +216,52 @@ def _ros_value(v: Any) -> Any:
 
 
 def _py_value(v: Any, default: Any) -> Any:
-    if v is None and default is not None:  # rcl's YAML parser turns `[]` (untyped) into NOT_SET
-        return [] if isinstance(default, list | tuple | np.ndarray) else default
+    """A ROS parameter value as the Python value the typed loader checks (no type coercion here
+    beyond what YAML cannot express: ``[]`` arrives as NOT_SET, arrays as ``array.array``)."""
+    if v is None and isinstance(default, list | tuple):  # rcl's YAML parser turns `[]` (untyped) into NOT_SET
+        return []
     if isinstance(v, array.array | np.ndarray):
         v = v.tolist()
-    if isinstance(default, float) and isinstance(v, int) and not isinstance(v, bool):
-        return float(v)  # YAML `1` for a float parameter
-    floats = isinstance(default, list | tuple | np.ndarray) and any(isinstance(x, float) for x in np.ravel(default))
-    if floats and isinstance(v, list) and all(isinstance(x, int) for x in v):
-        return [float(x) for x in v]  # YAML `[1, 2]` for a float-list parameter
     return v
+
+
+ROS_OWN_PARAMETERS = ("use_sim_time", "start_type_description_service")
+"""Parameters every rclpy node declares itself; never "unknown"."""
+
+
+class _ManagedNode(LifecycleNode):
+    """A lifecycle node whose transitions call the hooks the application registered."""
+
+    hooks: dict[str, Callable[[], None]]
+
+    def _run(self, name: str) -> TransitionCallbackReturn:
+        hook = self.hooks.get(name)
+        if hook is None:
+            return TransitionCallbackReturn.SUCCESS
+        try:
+            hook()
+        except Exception as e:  # a failed transition is reported, never raised into the executor
+            self.get_logger().error(f"{name} failed: {e}")
+            return TransitionCallbackReturn.FAILURE
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_configure(self, state: Any) -> TransitionCallbackReturn:
+        return self._run("configure")
+
+    def on_activate(self, state: Any) -> TransitionCallbackReturn:
+        return self._run("activate")
+
+    def on_deactivate(self, state: Any) -> TransitionCallbackReturn:
+        return self._run("deactivate")
+
+    def on_cleanup(self, state: Any) -> TransitionCallbackReturn:
+        return self._run("cleanup")
+
+    def on_shutdown(self, state: Any) -> TransitionCallbackReturn:
+        return self._run("shutdown")
+
+    def on_error(self, state: Any) -> TransitionCallbackReturn:
+        return self._run("error")
 
 
 # -- the transport --------------------------------------------------------------------------------
@@ -222,6 +275,8 @@ class RclpyTransport:
     several transports (tests, the sim2sim bridge next to the node) independent.
     ``executor``: ``"single"`` (SingleThreadedExecutor) or ``"events"`` (rclpy's experimental C++
     EventsExecutor; on 2 shared cores both deliver 500 Hz JointStates in ~0.3 ms median).
+    ``lifecycle``: a managed node (``lifecycle_msgs`` services ``~/change_state``, ``~/get_state``);
+    :meth:`on_transition` registers what each transition does.
     """
 
     name = "rclpy"
@@ -233,6 +288,7 @@ class RclpyTransport:
         node_name: str = "ctrl_rl",
         args: list[str] | None = None,
         executor: str = "single",
+        lifecycle: bool = False,
     ) -> None:
         if executor not in ("single", "events"):
             raise ValueError(f"executor must be 'single' or 'events', got '{executor}'")
@@ -241,9 +297,17 @@ class RclpyTransport:
             log.info("ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST: rmw_fastrtps uses shared memory, where a peer "
                      "killed with SIGKILL can crash this process at shutdown; the SUBNET range uses UDP")
         self.context = Context()
-        self.context.init(args, domain_id=domain_id)  # no signal handlers: the app owns SIGINT
         try:
-            self.node: Node = Node(node_name, namespace=namespace, context=self.context)
+            self.context.init(args, domain_id=domain_id)  # no signal handlers: the app owns SIGINT
+        except RuntimeError as e:  # rclpy's UnknownROSArgsError and rcl argument errors
+            raise ValueError(f"rclpy refused the ROS arguments ({str(e).splitlines()[0]}); put the node's "
+                             "own options before --ros-args") from None
+        try:
+            if lifecycle:
+                self.node: Node = _ManagedNode(node_name, namespace=namespace, context=self.context)
+                self.node.hooks = {}
+            else:
+                self.node = Node(node_name, namespace=namespace, context=self.context)
             if executor == "events":
                 from rclpy.experimental import EventsExecutor
 
@@ -254,6 +318,8 @@ class RclpyTransport:
         except BaseException:
             self.context.try_shutdown()
             raise
+        self.lifecycle = lifecycle
+        self._entities: list[Any] = []  # publishers and subscriptions, for destroy_entities()
         self._lock = threading.Lock()
         self._closed = False
         self._stop = threading.Event()
@@ -268,16 +334,18 @@ class RclpyTransport:
             except (ExternalShutdownException, ShutdownException):  # context shut down under us
                 return
 
-    def publisher(self, topic: str, msg_type: type) -> Callable[[Any], None]:
+    def publisher(self, topic: str, msg_type: type, qos: TopicQos | None = None) -> Callable[[Any], None]:
         ros_type, to_ros, _ = _converter(msg_type)
-        pub = self.node.create_publisher(ros_type, topic, QOS_DEPTH)
+        pub = self.node.create_publisher(ros_type, topic, QOS_DEPTH if qos is None else ros_qos(qos))
+        self._entities.append(pub)
 
         def publish(msg: Any) -> None:
             pub.publish(to_ros(msg))
 
         return publish
 
-    def subscribe(self, topic: str, msg_type: type, callback: Callable[[Any], None], sensor: bool = False) -> None:
+    def subscribe(self, topic: str, msg_type: type, callback: Callable[[Any], None], sensor: bool = False,
+                  qos: TopicQos | None = None) -> None:
         ros_type, _, from_ros = _converter(msg_type)
 
         def on_msg(r: Any) -> None:
@@ -286,24 +354,70 @@ class RclpyTransport:
             except Exception:  # an exception would end the executor thread: no more messages at all
                 log.exception("rclpy subscription callback for '%s' failed", topic)
 
-        self.node.create_subscription(ros_type, topic, on_msg, qos_profile_sensor_data if sensor else QOS_DEPTH)
+        profile = ros_qos(qos) if qos is not None else qos_profile_sensor_data if sensor else QOS_DEPTH
+        self._entities.append(self.node.create_subscription(ros_type, topic, on_msg, profile))
+
+    def destroy_entities(self) -> None:
+        """Destroy every publisher and subscription made through this transport (a lifecycle
+        cleanup); the node and its parameters stay."""
+        while self._entities:
+            e = self._entities.pop()
+            destroy = self.node.destroy_publisher if hasattr(e, "publish") else self.node.destroy_subscription
+            destroy(e)
 
     def resolve(self, topic: str) -> str:
         """The fully qualified name ``topic`` maps to (namespace, ``~``, remaps applied)."""
         return self.node.resolve_topic_name(topic)
 
-    def declare_parameters(self, defaults: Mapping[str, Any]) -> dict[str, Any]:
-        """Declare each key with its default and return the resolved values, shaped like ``defaults``.
+    # -- parameters ---------------------------------------------------------------------------------
+    def declare_parameters(self, defaults: Mapping[str, Any], descriptions: Mapping[str, str] | None = None,
+                           ) -> dict[str, Any]:
+        """Declare each dotted name with its default; return the values with ``--ros-args``
+        (``--params-file``, ``-p``) applied. A ROS parameter given for a name that is not declared
+        is an error naming it (rclpy would ignore it). Values come back as given: the caller's
+        typed loader checks them (dynamic typing here, so that a wrong type gets that loader's message)."""
+        descriptions = descriptions or {}
+        decl = [(k, _ros_value(v), ParameterDescriptor(dynamic_typing=True, description=descriptions.get(k, "")))
+                for k, v in defaults.items()]
+        params = self.node.declare_parameters("", decl)
+        unknown = sorted(set(self.node._parameter_overrides) - set(defaults) - set(ROS_OWN_PARAMETERS))
+        if unknown:
+            raise ValueError(f"unknown ROS parameter(s) {unknown} for node {self.node.get_name()}; "
+                             "known: see configs/deploy/node.yaml")
+        return {p.name: _py_value(p.value, defaults[p.name]) for p in params}
 
-        Values from ``--ros-args --params-file``/``-p`` win over the defaults. Nested dicts become
-        dotted names (``safety.max_torque``: nested YAML under ``ros__parameters`` maps to them).
-        Dynamic typing lets YAML ``1`` override ``1.0`` (coerced back to float); arrays come back as lists.
-        """
-        flat = _flatten(defaults)
-        desc = ParameterDescriptor(dynamic_typing=True)
-        params = self.node.declare_parameters("", [(k, _ros_value(v), desc) for k, v in flat.items()])
-        values = {p.name: _py_value(p.value, flat[p.name]) for p in params}
-        return _nest(values, defaults)
+    def set_parameter_values(self, values: Mapping[str, Any]) -> None:
+        """Make the node's parameters show ``values`` (what the application really uses)."""
+        from rclpy.parameter import Parameter
+
+        current = {p.name: p.value for p in self.node.get_parameters(list(values))}
+        changed = [Parameter(k, value=_ros_value(v)) for k, v in values.items()
+                   if _py_value(current.get(k), v) != v]
+        if changed:
+            results = self.node.set_parameters(changed)
+            bad = [f"{p.name}: {r.reason}" for p, r in zip(changed, results, strict=True) if not r.successful]
+            if bad:
+                raise ValueError(f"could not set ROS parameters {bad}")
+
+    def on_set_parameters(self, check: Callable[[dict[str, Any]], str | None]) -> None:
+        """``ros2 param set`` goes through ``check({name: value})``: ``None`` accepts (the caller has
+        applied the change), a string refuses with that reason; the call reports the outcome."""
+
+        def callback(params: list[Any]) -> SetParametersResult:
+            try:
+                reason = check({p.name: _py_value(p.value, None) for p in params})
+            except Exception as e:  # the executor must never see it
+                reason = f"{type(e).__name__}: {e}"
+            return SetParametersResult(successful=reason is None, reason=reason or "")
+
+        self.node.add_on_set_parameters_callback(callback)
+
+    def on_transition(self, **hooks: Callable[[], None]) -> None:
+        """Lifecycle hooks by transition (``configure``, ``activate``, ``deactivate``, ``cleanup``,
+        ``shutdown``, ``error``); an exception in one fails that transition. Needs ``lifecycle=True``."""
+        if not self.lifecycle:
+            raise ValueError("on_transition needs RclpyTransport(lifecycle=True)")
+        self.node.hooks.update(hooks)
 
     def close(self) -> None:
         """Stop the executor thread, destroy the node, shut the context down; idempotent."""
