@@ -64,7 +64,7 @@ def _option_values(args: argparse.Namespace) -> dict[str, Any]:
     return values
 
 
-def resolve_params(args: argparse.Namespace, transport: Any = None):
+def resolve_params(args: argparse.Namespace, transport: Any = None, require_bundle: bool = True):
     """Every source in one order, each later one winning: defaults < ``--params`` file < ROS
     parameters (``--ros-args --params-file`` / ``-p``, rclpy) < the node's own options. All pass
     the same typed check; a value a later source overrides is named in a warning; with rclpy the
@@ -85,7 +85,7 @@ def resolve_params(args: argparse.Namespace, transport: Any = None):
     params = NodeParams.from_dict({**values, **options})
     if transport is not None and hasattr(transport, "set_parameter_values"):
         transport.set_parameter_values(params.flat())
-    if not params.bundle:
+    if require_bundle and not params.bundle:
         raise ValueError("no policy bundle: pass --bundle PATH or set 'bundle' in the params file")
     return params
 
@@ -150,13 +150,15 @@ def run_node(args: argparse.Namespace) -> dict[str, Any]:
         return run_lifecycle_node(args)
     signals = _Signals()
     signals.install()
-    params = resolve_params(args)  # a bad file, option or bundle fails here: no transport, no threads
-    policy = RobotPolicy(params.bundle)
+    # a bad file, option or bundle fails here: no transport, no threads (with rclpy the bundle may
+    # still come from --ros-args)
+    params = resolve_params(args, require_bundle=args.transport != "rclpy")
+    policy = RobotPolicy(params.bundle) if params.bundle else None
     transport = make_transport(args.transport, namespace=args.namespace, node_name="ctrl_rl_node")
     try:
         if hasattr(transport, "declare_parameters"):  # rclpy: `ros2 param get/set`, --ros-args --params-file
             ros_params = resolve_params(args, transport)
-            if ros_params.bundle != params.bundle:
+            if policy is None or ros_params.bundle != params.bundle:
                 policy = RobotPolicy(ros_params.bundle)
             params = ros_params
         node = DeployNode(params, transport, policy)
@@ -184,7 +186,7 @@ def run_lifecycle_node(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError("--lifecycle needs --transport rclpy (a managed node is a ROS 2 node)")
     signals = _Signals()
     signals.install()
-    resolve_params(args)  # fail early on a bad file or option
+    resolve_params(args, require_bundle=False)  # fail early on a bad file or option
     transport = RclpyTransport(namespace=args.namespace, node_name="ctrl_rl_node", lifecycle=True)
     state: dict[str, Any] = {"node": None, "params": None}
     configured, done = threading.Event(), threading.Event()

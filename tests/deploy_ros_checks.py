@@ -5,7 +5,7 @@
 ``params``: ``ros2 param set`` as the ``rcl_interfaces/srv/SetParameters`` service it calls: a live
 safety limit is applied (a 0.2 rad tilt then trips damping at max_tilt 0.1), a string for a number
 and a change to a start-up parameter are refused with their reasons, and ``GetParameters`` tells
-what the node really uses (``--set`` wins over ``-p``).
+what the node really uses (``--set`` wins over ``-p``); the bundle itself comes from ``-p bundle:=``.
 ``lifecycle``: ``--lifecycle``: no command while unconfigured or inactive; configure, activate
 (stand-up, policy), deactivate (damping) through ``lifecycle_msgs/srv/ChangeState``.
 Prints ``CHECKS {json}``.
@@ -78,6 +78,11 @@ class Peer:
         self.pub_js(m.JointState(now, self.names, self.pose, np.zeros(len(self.names)), np.zeros(0)))
         self.pub_imu(m.Imu(now, q, np.zeros(3), np.array([0.0, 0.0, 9.81])))
 
+    def stream_to(self, mode: str, timeout: float = 5.0) -> dict:
+        """Stream state until the node reports ``mode`` (or the timeout); its mode and fault then."""
+        self.stream_until(lambda: self.status.get("mode") == mode, timeout)
+        return {k: self.status.get(k) for k in ("mode", "fault")}
+
     def stream_until(self, pred, timeout: float = 15.0) -> bool:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
@@ -88,9 +93,10 @@ class Peer:
         return False
 
 
-def start_node(bundle: str, ns: str, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "ctrl_rl.cli", "deploy", "node", "--bundle", bundle,
-                             "--transport", "rclpy", "--namespace", ns, "--set", "safety.stand_up_time=0.3",
+def start_node(bundle: str | None, ns: str, *extra: str) -> subprocess.Popen:
+    """The node as a user starts it; ``bundle`` None: it comes from ``extra`` (``--ros-args -p bundle:=``)."""
+    return subprocess.Popen([sys.executable, "-m", "ctrl_rl.cli", "deploy", "node",
+                             *(["--bundle", bundle] if bundle else []), "--transport", "rclpy", "--namespace", ns, "--set", "safety.stand_up_time=0.3",
                              "--set", "safety.stand_hold_time=0", "--set", "safety.command_timeout=0",
                              "--set", "safety.state_timeout=0.3", *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -106,8 +112,8 @@ def stop(node: subprocess.Popen) -> dict:
 def params_checks(bundle: str) -> dict:
     ns = f"rp{os.getpid()}"
     peer = Peer(ns, OnnxPolicy(bundle).metadata)
-    node = start_node(bundle, ns, "--set", "safety.max_gyro=15", "--ros-args", "-p", "safety.max_gyro:=12.0",
-                      "-p", "safety.max_joint_vel:=25.0")
+    node = start_node(None, ns, "--set", "safety.max_gyro=15", "--ros-args", "-p", "safety.max_gyro:=12.0",
+                      "-p", "safety.max_joint_vel:=25.0", "-p", f"bundle:={bundle}")
     out: dict = {}
     try:
         fqn = f"/{ns}/ctrl_rl_node"
@@ -128,8 +134,7 @@ def params_checks(bundle: str) -> dict:
         res = call(peer.t.node, SetParameters, f"{fqn}/set_parameters",
                    SetParameters.Request(parameters=[param("safety.max_tilt", 0.1)]))
         out["set_tilt"] = [(r.successful, r.reason) for r in res.results]
-        peer.stream_until(lambda: peer.status.get("mode") == "damping", 5)
-        out["after_live_set"] = {k: peer.status.get(k) for k in ("mode", "fault")}
+        out["after_live_set"] = peer.stream_to("damping")
     finally:
         out["stop"] = stop(node)
         peer.t.close()
@@ -163,8 +168,7 @@ def lifecycle_checks(bundle: str) -> dict:
         out["reached_policy"] = peer.stream_until(lambda: peer.status.get("mode") == "policy")
         out["commands_active"] = len(peer.commands)
         change(Transition.TRANSITION_DEACTIVATE, "deactivate")
-        peer.stream_until(lambda: peer.status.get("mode") == "damping", 5)
-        out["after_deactivate"] = {k: peer.status.get(k) for k in ("mode", "fault")}
+        out["after_deactivate"] = peer.stream_to("damping")
     finally:
         out["stop"] = stop(node)
         peer.t.close()

@@ -157,7 +157,7 @@ def ros_checks(bundle_dir: Path, mode: str) -> dict:
 def test_ros2_param_set_applies_live_limits_and_refuses_the_rest(bundle_dir):
     r = ros_checks(bundle_dir, "params")
     assert r["reached_policy"]
-    assert r["get"][:2] == [15.0, 25.0]  # --set beats -p (max_gyro); -p beats the default (max_joint_vel)
+    assert r["get"] == [15.0, 25.0, str(bundle_dir / "policy.onnx")]  # --set beats -p; -p beats the default
     assert r["set_string"] == [[False, "parameter safety.max_tilt must be a number, got 'high' (str)"]]
     assert not r["set_rate"][0][0] and "cannot change while the node runs" in r["set_rate"][0][1]
     assert r["mode_at_tilt_0.2_default_limit"] == "policy"
