@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import sys
+from pathlib import Path
 
 EPILOG = """examples:
   ctrl-rl train task=pendulum
@@ -212,7 +213,9 @@ def main(argv: list[str] | None = None) -> None:
     from ctrl_rl.config import ConfigError
     from ctrl_rl.deploy.export import ParityError
     from ctrl_rl.env import RenderUnavailableError
+    from ctrl_rl.utils.files import describe_os_error
     from ctrl_rl.utils.guards import NonFiniteError
+    from ctrl_rl.utils.interrupts import Interrupted
     from ctrl_rl.utils.video import VideoUnavailableError
 
     if os.environ.get("CTRL_RL_DEBUG"):  # full tracebacks for bug reports
@@ -227,8 +230,14 @@ def main(argv: list[str] | None = None) -> None:
         _die(str(exc))
     except (FileNotFoundError, ValueError, RenderUnavailableError, VideoUnavailableError) as exc:
         _die(str(exc))
+    except OSError as exc:  # a full disk, a read-only log root: the path and what the system said
+        _die(describe_os_error(exc))
     except (NonFiniteError, ParityError) as exc:
         _die(str(exc), code=3)
+    except Interrupted as exc:
+        run = f"; resume with --checkpoint {Path(exc.path).parent}" if exc.path else ""
+        print(f"ctrl-rl: {exc}{run}", file=sys.stderr)
+        raise SystemExit(exc.exit_code) from None
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         raise SystemExit(130) from None

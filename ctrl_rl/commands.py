@@ -23,6 +23,7 @@ from ctrl_rl.session import (
     write_params,
 )
 from ctrl_rl.utils.checkpoint import seed_everything
+from ctrl_rl.utils.interrupts import GracefulStop
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,9 @@ def train(overrides: list[str], checkpoint: str | None = None, print_cfg: bool =
     A resumed run takes its config from the checkpoint; ``overrides`` then change only the
     keys they name (a warning lists them, since changes make the resume inexact).
     """
+    if checkpoint is not None and not checkpoint.strip():
+        raise ValueError("--checkpoint is empty: give 'latest', a run directory or a model_<it>.pt "
+                         "(or leave the option out to start a new run)")
     cfg = load_train_config(overrides)
     checkpoint = checkpoint or cfg.runner.checkpoint
     if print_cfg:
@@ -74,7 +78,8 @@ def train(overrides: list[str], checkpoint: str | None = None, print_cfg: bool =
         run_dir = path.parent
         runner.load(path)
         if main:
-            print(f"resuming {path} at iteration {runner.iteration} -> {runner.total_iterations()}")
+            print(f"resuming {path} (run {run_dir.name}, seed {cfg.seed}) at iteration {runner.iteration} -> "
+                  f"{runner.total_iterations()}")
             write_params(run_dir, cfg, overrides, prefix=f"resume_{runner.iteration}_")
     else:
         run_dir = new_run_dir(cfg) if main else None
@@ -85,7 +90,8 @@ def train(overrides: list[str], checkpoint: str | None = None, print_cfg: bool =
                   f"{cfg.device}) -> {run_dir}")
             write_params(run_dir, cfg, overrides)
     runner.log_dir = run_dir
-    runner.learn()
+    with GracefulStop():  # Ctrl-C / SIGTERM: finish the iteration, write its checkpoint, exit 130 / 143
+        runner.learn()
     # every rank waits for rank 0's last checkpoint: a rank leaving the group while another still
     # writes made gloo abort at exit ("terminate called without an active exception"), 1 run in ~5
     distributed.barrier()

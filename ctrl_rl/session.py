@@ -12,7 +12,7 @@ import torch
 from ctrl_rl.config import TrainConfig
 from ctrl_rl.configure import config_from_dict, config_yaml
 from ctrl_rl.env import VecEnv
-from ctrl_rl.utils.checkpoint import resolve_checkpoint
+from ctrl_rl.utils.checkpoint import CheckpointError, load_file, resolve_checkpoint
 
 
 def build_env(cfg: TrainConfig, num_envs: int | None = None, seed: int | None = None) -> VecEnv:
@@ -74,7 +74,10 @@ def find_checkpoint(spec: str, cfg: TrainConfig | None = None, log_root: str = "
 
 
 def load_checkpoint(path: Path) -> tuple[TrainConfig, dict[str, Any]]:
-    state = torch.load(path, map_location="cpu", weights_only=False)
+    """The config and state of a checkpoint; a torn or foreign file is one error naming it."""
+    state = load_file(path)
+    if "config" not in state or "algo" not in state:
+        raise CheckpointError(f"checkpoint {path} has no config/learner state: it was not written by ctrl-rl train")
     return config_from_dict(state["config"]), state
 
 

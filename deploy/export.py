@@ -7,14 +7,14 @@ Needs torch (the ``train`` extra); the runtime side (:mod:`ctrl_rl.deploy.runtim
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
+
+from ctrl_rl.utils.files import atomic_write
 
 PARITY_TOL = 1e-5
 """Max abs difference allowed between onnxruntime and torch actions."""
@@ -144,13 +144,6 @@ def export_onnx(
         for p in probes for noise in (np.zeros((len(p), noise_dim)), rng.normal(size=(len(p), noise_dim)))]
 
     onnx.checker.check_model(model)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".policy.", suffix=".onnx.tmp", dir=output.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(model_bytes)
-        os.replace(tmp, output)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_write(output) as tmp:
+        tmp.write_bytes(model_bytes)
     return {"path": str(output), "max_abs_diff": max(diffs), "num_probes": sum(len(p) for p in probes)}

@@ -246,8 +246,8 @@ def test_sequential_resume_is_exact(tmp_path):
     assert a["counts"] == b["counts"] and a["counts"]["critic"] > 0
     for k in a["model"]:
         assert torch.equal(a["model"][k], b["model"][k]), f"{k} differs after resume"
-    replay_a = torch.load(straight / "replay.pt", weights_only=False)["replay"]
-    replay_b = torch.load(resumed / "replay.pt", weights_only=False)["replay"]
+    replay_a = torch.load(straight / "replay_24.pt", weights_only=False)["replay"]
+    replay_b = torch.load(resumed / "replay_24.pt", weights_only=False)["replay"]
     for k in ("actor_obs", "actions", "rewards"):
         assert torch.equal(replay_a["buffer"][k], replay_b["buffer"][k]), k
     assert torch.equal(replay_a["states"]["actor_obs"], replay_b["states"]["actor_obs"])

@@ -95,7 +95,7 @@ def test_behavior_update_favours_the_actions_the_buffer_lacks():
 def test_ring_keeps_the_newest_rollouts_and_recomputes_old_log_probs(tmp_path):
     run = train(SMALL + ["runner.max_iterations=3", "algo.buffer_batches=3", f"runner.log_root={tmp_path}"])
     cfg = load_train_config(SMALL + ["algo.buffer_batches=3"])
-    state = torch.load(run / "replay.pt", weights_only=False)
+    state = torch.load(run / "replay_3.pt", weights_only=False)
     assert state["iteration"] == 3 and state["replay"]["num_kept"] == 2 and state["replay"]["head"] == 0
     alg = PROPS(cfg.algo, {"policy": 3}, 1, 16, "cpu")
     alg.load_state_dict(torch.load(run / "model_3.pt", weights_only=False)["algo"])

@@ -101,7 +101,7 @@ def test_resume_is_exact_and_export_matches_torch(tmp_path):
     common = SMALL + [f"runner.log_root={tmp_path}", "runner.save_interval=3"]
     full = train(common + ["runner.max_iterations=6", "runner.run_name=full"])
     half = train(common + ["runner.max_iterations=3", "runner.run_name=half"])
-    assert (half / "replay.pt").is_file()  # the buffer lives beside the checkpoints, not in each
+    assert [f.name for f in half.glob("replay*.pt")] == ["replay_3.pt"]  # beside the newest checkpoint only
     assert "replay" not in torch.load(half / "model_3.pt", weights_only=False)["algo"]
     resumed = train(common + ["runner.max_iterations=6"], checkpoint=str(half / "model_3.pt"))
     a = torch.load(full / "model_6.pt", weights_only=False)["algo"]

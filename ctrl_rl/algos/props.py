@@ -122,7 +122,7 @@ class PROPS(PPO):
         self.behavior_optimizer.load_state_dict(state["behavior_optimizer"])
 
     def replay_state_dict(self) -> dict[str, Any]:
-        """The kept rollouts (the runner writes them to ``replay.pt`` beside the checkpoints)."""
+        """The kept rollouts (the runner writes them to ``replay_<it>.pt`` beside the checkpoint)."""
         return {"head": self.head, "num_kept": self.num_kept, "ring": [s.state_dict() for s in self.ring]}
 
     def load_replay_state_dict(self, state: dict[str, Any]) -> None:

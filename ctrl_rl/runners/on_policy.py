@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -22,14 +23,24 @@ from ctrl_rl.algos import make_algorithm
 from ctrl_rl.config import TrainConfig
 from ctrl_rl.env import VecEnv
 from ctrl_rl.nets.normalizer import sync_pending
-from ctrl_rl.utils.checkpoint import rng_state, save_atomic, set_rng_state
+from ctrl_rl.utils.checkpoint import (
+    load_file,
+    remove_leftovers,
+    remove_stale_replays,
+    replay_file,
+    rng_state,
+    save_atomic,
+    set_rng_state,
+)
+from ctrl_rl.utils.guards import FiniteWatch, check_learner_finite
+from ctrl_rl.utils.interrupts import Interrupted, stop_requested
 from ctrl_rl.utils.logger import EpisodeStats, TrainLogger
 from ctrl_rl.utils.profiling import StageTimer
 
 log = logging.getLogger(__name__)
 
 REPLAY_FILE = "replay.pt"
-"""Off-policy replay contents of the newest checkpoint of a run (see ``Runner.save``)."""
+"""Where runs before ``replay_<it>.pt`` kept their replay (still read on resume)."""
 
 
 class Runner:
@@ -60,6 +71,8 @@ class Runner:
         """At the last checkpoint: the largest parameter difference between ranks (0 = replicas)."""
         self.profiler = StageTimer(env.device, False)
         """Times the loop's stages when ``profile=true`` (set up by :meth:`learn`)."""
+        self.finite_watch = FiniteWatch()
+        """NaN/inf in observations and rewards, per env, checked once per iteration."""
 
     def samples_per_iteration(self) -> int:
         """What one iteration consumes: env steps of all envs (samples of the dataset offline)."""
@@ -79,17 +92,35 @@ class Runner:
         try:
             while self.iteration < total:
                 self.iterate(logger, episodes, total)
+                check_learner_finite(self.alg, self.iteration)  # before anything is written of it
                 episodes.reset()
                 self.history = logger.history
                 with self.profiler.stage("logging"):
                     self.checkpoint_if_due(logger, total)
                 if self.profiler.enabled:
                     logger.log_profile(self.iteration, self.profiler.end_iteration())
+                self.stop_if_requested(logger)
         finally:
             logger.close()
             if self.profiler.enabled and main:
                 print(self.profiler.table())
         return self.history
+
+    def stop_if_requested(self, logger: TrainLogger) -> None:
+        """At an iteration boundary after SIGINT/SIGTERM (agreed by every rank): write the checkpoint
+        of this iteration (unless it was just written) and raise :class:`Interrupted`."""
+        signum = stop_requested() or 0
+        if self.world_size > 1:  # every rank stops at the same iteration, or the collectives hang
+            signum = int(max(distributed.sum_floats([float(signum)])[0], 0)) and (signum or int(signal.SIGTERM))
+        if not signum:
+            return
+        path = None
+        if self.log_dir is not None:
+            path = self.log_dir / f"model_{self.iteration}.pt"
+            if not path.is_file():
+                logger.flush()
+                self.save(path)
+        raise Interrupted(signum, self.iteration, str(path) if path else None)
 
     def total_iterations(self) -> int:
         """The run's length in iterations (``runner.max_iterations``)."""
@@ -109,10 +140,12 @@ class Runner:
                 actions = self.alg.act(obs)
             with stage("sim"):
                 obs, rewards, terminated, truncated, info = self.env.step(actions)
+            self.finite_watch.add(obs, rewards)
             with stage("storage"):
                 self.alg.process_step(obs, rewards, terminated, truncated, info)
                 episodes.add(terminated, truncated, info)
         self.obs = obs
+        self.finite_watch.check(self.iteration + 1)
         with stage("update"):
             sync_pending(self.alg.model)  # under torchrun: every rank's rollout into the obs normalizers
             self.after_collect()
@@ -159,16 +192,18 @@ class Runner:
         return {**self.episode_state(), "generator": self.alg.generator.get_state()}
 
     def save(self, path: Path) -> Path:
-        """``model_<it>.pt``; an off-policy learner's replay buffer goes to ``replay.pt`` beside it
-        (one file per run, replaced at each checkpoint: a 1M-transition buffer is hundreds of MB).
+        """``model_<it>.pt``, after an off-policy learner's replay buffer went to ``replay_<it>.pt``
+        beside it (a 1M-transition buffer is hundreds of MB: only the newest pair is kept; the
+        model file, written last, is what makes a replay count: see ``utils/checkpoint.py``).
 
-        Under torchrun every rank calls this: rank ``r > 0`` writes its own ``replay_rank<r>.pt``
-        and hands its :meth:`rank_state` to rank 0, which writes the checkpoint after checking
-        that the replicas are equal (and re-synchronizing them from rank 0 if not).
+        Under torchrun every rank calls this: rank ``r > 0`` writes its own replay and hands its
+        :meth:`rank_state` to rank 0, which writes the checkpoint after checking that the replicas
+        are equal (and re-synchronizing them from rank 0 if not). Nothing non-finite is written.
         """
+        check_learner_finite(self.alg, self.iteration)
         if hasattr(self.alg, "replay_state_dict"):
             save_atomic({"iteration": self.iteration, "replay": self.alg.replay_state_dict()},
-                        Path(path).parent / self.replay_file())
+                        Path(path).parent / replay_file(self.iteration, self.rank))
         ranks = distributed.gather_objects(self.rank_state()) if self.world_size > 1 else None
         self.replica_divergence = distributed.replica_divergence(self.alg.model)
         if self.replica_divergence > 0:
@@ -180,14 +215,18 @@ class Runner:
         state = self.state_dict()
         if ranks is not None:
             state.update(world_size=self.world_size, rank_states=ranks[1:], replica_divergence=self.replica_divergence)
-        return save_atomic(state, path)
-
-    def replay_file(self) -> str:
-        return REPLAY_FILE if self.rank == 0 else f"replay_rank{self.rank}.pt"
+        save_atomic(state, path)
+        if hasattr(self.alg, "replay_state_dict"):
+            remove_stale_replays(Path(path).parent, self.iteration)
+        return Path(path)
 
     def _load_replay(self, path: Path) -> None:
-        f = Path(path).parent / self.replay_file()
-        saved = torch.load(f, map_location="cpu", weights_only=False) if f.is_file() else None
+        run_dir = Path(path).parent
+        f = run_dir / replay_file(self.iteration, self.rank)
+        legacy = run_dir / (REPLAY_FILE if self.rank == 0 else f"replay_rank{self.rank}.pt")
+        if not f.is_file() and legacy.is_file():  # a run written before replays carried their iteration
+            f = legacy
+        saved = load_file(f, "replay buffer") if f.is_file() else None
         if saved is not None and saved["iteration"] == self.iteration:
             self.alg.load_replay_state_dict(saved["replay"])
             return
@@ -198,7 +237,9 @@ class Runner:
     def load(self, path: Path, load_env_state: bool = True) -> None:
         """Restore everything a checkpoint holds; the loop then continues from its iteration."""
         # CPU first: RNG states must stay CPU byte tensors; modules copy onto their device
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        state = load_file(path)
+        if distributed.is_main():
+            remove_leftovers(Path(path).parent)
         self.alg.load_state_dict(state["algo"])
         self.iteration = state["iteration"]
         if hasattr(self.alg, "load_replay_state_dict"):

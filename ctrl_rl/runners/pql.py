@@ -27,6 +27,8 @@ import torch
 
 from ctrl_rl.algos.pql import PQL, ROLES
 from ctrl_rl.runners.on_policy import Runner
+from ctrl_rl.utils.guards import check_learner_finite
+from ctrl_rl.utils.interrupts import GracefulStop, Interrupted, stop_requested
 from ctrl_rl.utils.logger import EpisodeStats, TrainLogger
 
 log = logging.getLogger(__name__)
@@ -159,6 +161,7 @@ class PQLRunner(Runner):
         """One env step of every env with the latest policy (the actor role's unit)."""
         actions = self.alg.act(self.obs)
         obs, rewards, terminated, truncated, info = self.env.step(actions)
+        self.finite_watch.add(obs, rewards)
         self.alg.process_step(obs, rewards, terminated, truncated, info)
         self._episodes.add(terminated, truncated, info)
         self.obs = obs
@@ -185,6 +188,9 @@ class PQLRunner(Runner):
 
     def _end_iteration(self, total: int, parked: Callable[[], contextlib.AbstractContextManager]) -> None:
         self.iteration += 1
+        self.finite_watch.check(self.iteration)
+        # concurrent learners may be mid-update: a value is finite or not either way, so no parking
+        check_learner_finite(self.alg, self.iteration)
         stats = self.alg.pop_stats()
         logger = self._logger
         logger.log_iteration(self.iteration, stats, self._episodes, self._timer["collect"], self._timer["learn"])
@@ -203,6 +209,8 @@ class PQLRunner(Runner):
                 logger.flush()
                 self._sync_device()
                 self.save(self.log_dir / f"model_{self.iteration}.pt")
+        if not self.cfg.algo.concurrent:  # concurrent: the supervising thread stops the roles first
+            self.stop_if_requested(logger)
 
     def _run_learner(self, role: str) -> None:
         unit = self.alg.update_critic if role == "critic" else self.alg.update_policy
@@ -227,6 +235,8 @@ class PQLRunner(Runner):
                 units[role]()
                 ctrl.end(role)
                 self._timer["learn"] += time.perf_counter() - t0
+        except Interrupted:  # its checkpoint is written
+            raise
         except BaseException:
             self._save_after_failure()
             raise
@@ -261,14 +271,16 @@ class PQLRunner(Runner):
         interrupted: BaseException | None = None
         # Ctrl-C sets a flag instead of raising: a KeyboardInterrupt raised inside threading's own
         # lock handling (Thread.join, Condition.wait) can leave a lock held and hang the shutdown.
+        # (`ctrl-rl train` installs GracefulStop, which also takes SIGTERM; this is for direct calls)
         sigint = [False]
         previous = None
-        if threading.current_thread() is threading.main_thread():
+        if threading.current_thread() is threading.main_thread() and GracefulStop.active is None:
             previous = signal.signal(signal.SIGINT, lambda signum, frame: sigint.__setitem__(0, True))
         try:
             for t in threads:
                 t.start()
-            while any(t.is_alive() for t in threads) and not ctrl.stopped and not sigint[0]:
+            while (any(t.is_alive() for t in threads) and not ctrl.stopped and not sigint[0]
+                   and not stop_requested()):
                 threads[0].join(timeout=0.05)
         except KeyboardInterrupt as exc:  # not the main thread, or a handler installed by the caller
             interrupted = exc
@@ -277,6 +289,9 @@ class PQLRunner(Runner):
                 signal.signal(signal.SIGINT, previous)
         if sigint[0]:
             interrupted = KeyboardInterrupt()
+        signum = stop_requested()
+        if signum is not None and interrupted is None:
+            interrupted = Interrupted(signum, self.iteration, None)
         if interrupted is not None:
             log.warning("interrupted: stopping the PQL roles")
         ctrl.stop()
@@ -287,7 +302,9 @@ class PQLRunner(Runner):
                           t.name, JOIN_TIMEOUT_S)
         failure = errors[0] if errors else interrupted
         if failure is not None:
-            self._save_after_failure()
+            path = self._save_after_failure()
+            if isinstance(failure, Interrupted):  # roles stopped mid-iteration: saved, not bit-exact
+                raise Interrupted(failure.signum, self.iteration, str(path) if path else None)
             raise failure
 
     # ------------------------------------------------------------------ helpers

@@ -19,13 +19,13 @@ takes ``4 N (2 obs_dim + action_dim + 1) + 2 N`` bytes (without infos).
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ctrl_rl.utils.files import atomic_write
 
 REQUIRED = ("observations", "actions", "rewards", "terminals")
 ARRAYS = (*REQUIRED, "timeouts", "next_observations")
@@ -139,23 +139,15 @@ class Dataset:
         import h5py
 
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)
-        try:
-            with h5py.File(tmp, "w") as f:
-                columns = [(name, getattr(self, name)) for name in ARRAYS]
-                for name, a in columns + [(f"infos/{k}", v) for k, v in self.infos.items()]:
-                    if a is not None:
-                        f.create_dataset(name, data=a, compression="gzip", compression_opts=1)
-                for k, v in self.metadata.items():
-                    f.create_dataset(f"metadata/{k}", data=_hdf5_value(v))
-                for k, v in (attrs or {}).items():
-                    f.attrs[k] = str(v)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_write(path) as tmp, h5py.File(tmp, "w") as f:
+            columns = [(name, getattr(self, name)) for name in ARRAYS]
+            for name, a in columns + [(f"infos/{k}", v) for k, v in self.infos.items()]:
+                if a is not None:
+                    f.create_dataset(name, data=a, compression="gzip", compression_opts=1)
+            for k, v in self.metadata.items():
+                f.create_dataset(f"metadata/{k}", data=_hdf5_value(v))
+            for k, v in (attrs or {}).items():
+                f.attrs[k] = str(v)
         return path
 
     @classmethod

@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +34,8 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import numpy as np
+
+from ctrl_rl.utils.files import atomic_write
 
 from .dataset import Dataset, DatasetError, open_hdf5
 
@@ -155,22 +155,14 @@ class RobotLogWriter:
         if not self.ended:
             raise ValueError("call end() before write()")
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)
-        try:
-            with h5py.File(tmp, "w") as f:
-                for key, col in self._cols.items():
-                    ds = f.create_dataset(key, shape=(col.n, *col.row_shape), dtype=col.dtype)
-                    i = 0
-                    for chunk in col.chunks():
-                        ds[i: i + len(chunk)] = chunk
-                        i += len(chunk)
-                f.attrs.update(_encode_attrs({"format": FORMAT, "version": VERSION, **self.attrs}))
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_write(path) as tmp, h5py.File(tmp, "w") as f:
+            for key, col in self._cols.items():
+                ds = f.create_dataset(key, shape=(col.n, *col.row_shape), dtype=col.dtype)
+                i = 0
+                for chunk in col.chunks():
+                    ds[i: i + len(chunk)] = chunk
+                    i += len(chunk)
+            f.attrs.update(_encode_attrs({"format": FORMAT, "version": VERSION, **self.attrs}))
         return path
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import csv
+import logging
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from ctrl_rl import distributed
@@ -18,6 +20,38 @@ LOSS_TAGS = {"value": "Loss/value", "surrogate": "Loss/surrogate", "entropy": "L
              "approx_kl": "Policy/approx_kl", "clip_fraction": "Policy/clip_fraction",
              "explained_variance": "Policy/explained_variance"}
 """Learner stat -> TensorBoard tag; stats not listed go to ``Loss/<name>``."""
+
+
+class LossWatch:
+    """Reports a loss that explodes without (yet) being NaN: ``|loss|`` above ``factor`` times the
+    median magnitude of its last ``window`` values and above ``floor``. A warning, once per onset:
+    a critic loss of 1e30 is as dead a run as a NaN, and deserves to be seen before it becomes one."""
+
+    def __init__(self, window: int = 20, factor: float = 1e3, floor: float = 1e3) -> None:
+        self.window, self.factor, self.floor = window, factor, floor
+        self.recent: dict[str, list[float]] = {}
+        self.exploding: set[str] = set()
+
+    def check(self, it: int, stats: dict[str, float]) -> list[str]:
+        """The warnings this iteration's stats raise (also logged)."""
+        out = []
+        for key, v in stats.items():
+            if not LOSS_TAGS.get(key, f"Loss/{key}").startswith("Loss/") or key == "learning_rate":
+                continue
+            past = self.recent.setdefault(key, [])
+            mag = abs(v)
+            if len(past) >= 3 and mag > self.floor and mag > self.factor * max(float(np.median(past)), 1e-12):
+                if key not in self.exploding:
+                    msg = (f"Loss/{key} exploded at iteration {it}: {v:.3g} (median of the previous {len(past)}: "
+                           f"{np.median(past):.3g}); lower algo.learning_rate or check the rewards' scale")
+                    logging.getLogger(__name__).warning(msg)
+                    out.append(msg)
+                    self.exploding.add(key)
+                continue  # an exploded value does not become the new normal
+            self.exploding.discard(key)
+            past.append(mag)
+            del past[:-self.window]
+        return out
 
 
 def format_duration(seconds: float) -> str:
@@ -84,6 +118,7 @@ class TrainLogger:
         """Env steps spent outside iterations (choosing among offline policies by evaluation)."""
         self.start_iteration = start_iteration
         self.history = list(history or [])
+        self.loss_watch = LossWatch()
         self.progress = progress
         self.tty = sys.stdout.isatty()
         self._t0 = time.perf_counter()
@@ -102,6 +137,7 @@ class TrainLogger:
     def log_iteration(self, it: int, stats: dict[str, float], episodes: EpisodeStats,
                       collection_time: float, learning_time: float) -> None:
         """``it`` counts completed iterations (1-based), matching ``model_<it>.pt``."""
+        self.loss_watch.check(it, stats)
         mean_ret, mean_len, term_logs = episodes.read()
         if mean_ret is not None:
             self.last_reward, self.last_length = mean_ret, mean_len
