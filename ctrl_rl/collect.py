@@ -207,6 +207,8 @@ def collect(policy: str | None, overrides: list[str], output: str, steps: int = 
     sources = [load_source(s, overrides) for s in segments]
     base = next((s for s in sources if s.cfg is not None), None)
     if base is None:  # only random segments: the task comes from the overrides
+        if not any(o.lstrip("+").startswith("task=") for o in overrides):
+            raise ConfigError("random actions need a task: add task=<id> (e.g. task=pendulum; `ctrl-rl list`)")
         base = Source(load_train_config(overrides), None, name="random")
     require_device(base.cfg.device)
     env = build_env(base.cfg, num_envs=envs, seed=seed)

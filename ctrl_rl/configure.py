@@ -81,6 +81,9 @@ def _explain(exc: Exception, algo: str = "ppo") -> str:
     if key and ("not in struct" in full or "Could not override" in full or "ConfigKeyError" in full
                 or "Key '" in full and "not in" in full):
         group, _, name = key.partition(".")
+        if name and group not in ("algo", "dataset", *_GROUP_SCHEMAS):
+            return (f"unknown config group '{group}' in '{key}'; groups: algo, task, sim, env, runner (and "
+                    "top-level seed, device, profile, dataset)")
         if not name:
             return (f"unknown config key '{key}'; top-level keys: algo, task, sim, env, runner, seed, device, "
                     "profile, dataset")
@@ -90,6 +93,8 @@ def _explain(exc: Exception, algo: str = "ppo") -> str:
         close = difflib.get_close_matches(name, valid, n=1)
         hint = f" (did you mean '{group}.{close[0]}'?)" if close else ""
         return f"unknown config key '{key}'{hint}; valid keys: {', '.join(valid)}"
+    if "is not a ListConfig, list or tuple" in full:
+        return f"{key or 'value'}: expected a list, e.g. {key or 'key'}=[64,64]"
     m = re.search(r"Value '([^']*)' (?:of type '\w+' )?could not be converted to (\w+)", full)
     if m:
         return f"{key or 'value'}: expected {m.group(2).lower()}, got '{m.group(1)}'"

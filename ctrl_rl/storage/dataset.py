@@ -50,6 +50,7 @@ class Dataset:
     """D4RL's ``metadata/*`` (read from and written to HDF5), or a Minari dataset's ``metadata.json``."""
 
     def __post_init__(self) -> None:
+        self._check_kinds()
         self.observations = np.asarray(self.observations, dtype=np.float32)
         self.actions = np.asarray(self.actions, dtype=np.float32)
         self.rewards = np.asarray(self.rewards, dtype=np.float32).reshape(-1)
@@ -96,6 +97,23 @@ class Dataset:
                     rows = np.flatnonzero(bad)
                     raise DatasetError(f"{source}: '{name}' has {len(rows)} non-finite row(s), first at row "
                                        f"{rows[0]}; drop or repair them")
+
+    def _check_kinds(self) -> None:
+        """Numbers where numbers belong, flags that are flags: ``np.asarray(["False"], bool)`` is
+        ``[True]``, so a string column would silently end every episode."""
+        for name in ARRAYS:
+            raw = getattr(self, name)
+            if raw is None:
+                continue
+            a = np.asarray(raw)
+            if a.dtype.kind not in "biuf":
+                raise DatasetError(f"'{name}' must be numeric, got dtype {a.dtype} (first value {a.reshape(-1)[:1]!r}); "
+                                   "store it as float (observations, actions, rewards) or bool/0-1 (terminals, "
+                                   "timeouts)")
+            if name in ("terminals", "timeouts") and a.dtype.kind != "b" and a.size:
+                values = np.unique(a)
+                if not np.isin(values, (0, 1)).all():
+                    raise DatasetError(f"'{name}' must hold 0/1 or booleans, got values {values[:5].tolist()}")
 
     def episode_ends(self) -> np.ndarray:
         """``[N]`` bool: the last row of each episode (terminal, timeout, or the file's last row)."""

@@ -48,6 +48,10 @@ def load_dataset(spec: str | Path, reward_fn: Callable[..., Any] | None = None) 
         return Dataset.load_hdf5(path)  # a missing file gets its "not found" message there
     if is_minari_dir(path):
         return load_minari(path)
+    for data in (path / "data", path):
+        if (data / "main_data.hdf5").is_file():  # Minari's data file without its metadata
+            raise DatasetError(f"{path} is a broken Minari dataset: {data / 'main_data.hdf5'} is there but "
+                               f"{data / 'metadata.json'} is missing; restore it or collect the dataset again")
     if not path.exists():
         raise DatasetError(f"dataset not found: {spec} (give a .hdf5/.h5 file, minari:<id>, a Minari dataset "
                            "directory or a robot log; write one with `ctrl-rl collect`)")

@@ -17,7 +17,7 @@ import torch
 
 from ctrl_rl.env import Obs
 
-from .base import State, TorchVecEnv
+from .base import State, TorchVecEnv, task_number
 
 
 class BimodalBanditEnv(TorchVecEnv):
@@ -30,9 +30,10 @@ class BimodalBanditEnv(TorchVecEnv):
 
     def __init__(self, num_envs: int, device: str | torch.device = "cpu", seed: int | None = None, *,
                  mode: float = 0.6, width: float = 0.2, max_episode_length: int | None = None) -> None:
-        if not 0.0 < mode <= 1.0 or width <= 0.0:
-            raise ValueError(f"need 0 < mode <= 1 and width > 0, got mode={mode}, width={width}")
-        self.mode, self.width = float(mode), float(width)
+        self.mode = task_number("mode", mode, 0.0, strict=True)
+        self.width = task_number("width", width, 0.0, strict=True)
+        if self.mode > 1.0:
+            raise ValueError(f"task.kwargs.mode must be <= 1, got {mode!r}")
         super().__init__(num_envs, device, seed, max_episode_length)
 
     def _initial_state(self) -> State:

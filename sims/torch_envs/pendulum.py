@@ -29,7 +29,7 @@ import torch
 
 from ctrl_rl.env import Obs
 
-from .base import State, TorchVecEnv, wrap_to_pi
+from .base import State, TorchVecEnv, task_choice, task_number, wrap_to_pi
 
 
 class PendulumEnv(TorchVecEnv):
@@ -58,10 +58,12 @@ class PendulumEnv(TorchVecEnv):
         max_episode_length: int | None = None,
         physics_dtype: torch.dtype | str = torch.float64,
     ) -> None:
-        self.g, self.m, self.l = float(g), float(m), float(l)
-        if isinstance(physics_dtype, str):  # from the command line: task.kwargs.physics_dtype=float32
-            physics_dtype = {"float32": torch.float32, "float64": torch.float64}[physics_dtype]
-        self.physics_dtype = physics_dtype
+        self.g = task_number("g", g)
+        self.m = task_number("m", m, 0.0, strict=True)
+        self.l = task_number("l", l, 0.0, strict=True)
+        # from the command line: task.kwargs.physics_dtype=float32
+        self.physics_dtype = task_choice("physics_dtype", physics_dtype,
+                                         {"float32": torch.float32, "float64": torch.float64})
         # The reference's constant sub-expressions, folded once.
         self._gravity_coef = 3.0 * self.g / (2.0 * self.l)
         self._torque_coef = 3.0 / (self.m * self.l**2)

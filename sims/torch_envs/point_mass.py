@@ -22,7 +22,7 @@ import torch
 
 from ctrl_rl.env import Obs
 
-from .base import State, TorchVecEnv
+from .base import State, TorchVecEnv, task_number
 
 
 class PointMassEnv(TorchVecEnv):
@@ -48,8 +48,10 @@ class PointMassEnv(TorchVecEnv):
         ctrl_cost: float = 0.01,
         max_episode_length: int | None = None,
     ) -> None:
-        self.mass, self.max_force = float(mass), float(max_force)
-        self.damping, self.ctrl_cost = float(damping), float(ctrl_cost)
+        self.mass = task_number("mass", mass, 0.0, strict=True)
+        self.max_force = task_number("max_force", max_force, 0.0, strict=True)
+        self.damping = task_number("damping", damping, 0.0)
+        self.ctrl_cost = task_number("ctrl_cost", ctrl_cost, 0.0)
         super().__init__(num_envs, device, seed, max_episode_length)
 
     def _initial_state(self) -> State:
