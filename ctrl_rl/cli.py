@@ -198,6 +198,11 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     for chatty in ("onnx_ir", "onnxscript", "torch.onnx", "matplotlib", "OpenGL"):
         logging.getLogger(chatty).setLevel(logging.WARNING)
+    # torch's ONNX exporter: a note per missing torchvision op and a deprecation inside torch itself
+    logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(logging.ERROR)
+    import warnings
+
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)", category=FutureWarning)
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if args.command is None:

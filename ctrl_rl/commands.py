@@ -57,6 +57,9 @@ def train(overrides: list[str], checkpoint: str | None = None, print_cfg: bool =
     cfg = load_train_config(overrides)
     checkpoint = checkpoint or cfg.runner.checkpoint
     if print_cfg:
+        from ctrl_rl.sims import check_task
+
+        check_task(cfg.sim.name, cfg.task.name)  # what would fail at the env, said before printing
         print(config_yaml(cfg), end="")
         return Path()
     path = find_checkpoint(checkpoint, cfg) if checkpoint else None

@@ -8,6 +8,8 @@ Every field's docstring is its documentation (``ctrl-rl train --help`` prints th
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -19,6 +21,19 @@ class ConfigError(ValueError):
 def _check(cond: bool, key: str, msg: str) -> None:
     if not cond:
         raise ConfigError(f"{key}: {msg}")
+
+
+def _floats(obj: Any, prefix: str = "") -> list[tuple[str, float]]:
+    """Every float field of a config and its nested configs, with its dotted key (NaN is never a
+    setting: a NaN loss weight or learning rate would pass every ``>`` check silently)."""
+    out: list[tuple[str, float]] = []
+    for f in dataclasses.fields(obj):
+        v = getattr(obj, f.name)
+        if dataclasses.is_dataclass(v):
+            out += _floats(v, f"{prefix}{f.name}.")
+        elif isinstance(v, float):
+            out.append((f"{prefix}{f.name}", v))
+    return out
 
 
 def _positive(obj: Any, prefix: str, *names: str) -> None:
@@ -420,6 +435,8 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         _check(self.seed >= 0, "seed", f"must be >= 0, got {self.seed}")
+        for key, value in _floats(self):
+            _check(not math.isnan(value), key, "must be a number, got nan")
         self.algo.check_env(self.env.num_envs)
 
     def check_complete(self) -> None:

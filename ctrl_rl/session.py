@@ -86,7 +86,11 @@ def new_run_dir(cfg: TrainConfig) -> Path:
     while run.exists():  # two runs started in the same second
         run = task_root(cfg) / f"{name}_{suffix}"
         suffix += 1
-    (run / "params").mkdir(parents=True)
+    try:
+        (run / "params").mkdir(parents=True)
+    except OSError as e:  # read-only or full log root: one line naming where, and the key to change
+        raise OSError(e.errno, f"{e.strerror} (creating the run directory; set runner.log_root=<a writable "
+                               "directory>)", e.filename) from None
     return run
 
 

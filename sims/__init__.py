@@ -16,7 +16,7 @@ import torch
 
 from ctrl_rl.env import VecEnv
 
-__all__ = ["SIMS", "SimBackend", "list_tasks", "make_env", "register_sim"]
+__all__ = ["SIMS", "SimBackend", "check_task", "list_tasks", "make_env", "register_sim"]
 
 
 @dataclass(frozen=True)
@@ -30,15 +30,26 @@ class SimBackend:
     """Task ids for ``list_tasks`` and error messages (a backend may accept more)."""
     renders: bool = False
     """Whether its envs implement ``render_frame`` (``ctrl-rl play --video``)."""
+    closed: bool = False
+    """Whether ``tasks`` lists every id the backend accepts (so a config can be checked without an env)."""
 
 
 SIMS: dict[str, SimBackend] = {}
 """Sim backend name -> :class:`SimBackend`."""
 
 
-def register_sim(name: str, make: Callable[..., VecEnv], tasks: Callable[[], list[str]], renders: bool = False) -> None:
-    """Add (or replace) a backend under ``name``; ``renders``: its envs implement ``render_frame``."""
-    SIMS[name] = SimBackend(make=make, tasks=tasks, renders=renders)
+def register_sim(name: str, make: Callable[..., VecEnv], tasks: Callable[[], list[str]], renders: bool = False,
+                 closed: bool = False) -> None:
+    """Add (or replace) a backend under ``name``; ``renders``: its envs implement ``render_frame``;
+    ``closed``: ``tasks`` is exhaustive."""
+    SIMS[name] = SimBackend(make=make, tasks=tasks, renders=renders, closed=closed)
+
+
+def check_task(sim: str, task: str) -> None:
+    """``ValueError`` naming the choices when a backend with an exhaustive task list lacks ``task``."""
+    backend = _backend(sim)
+    if backend.closed and task not in backend.tasks():
+        raise ValueError(f"unknown task {task!r} for sim {sim!r}; choose one of: {', '.join(backend.tasks())}")
 
 
 def _backend(sim: str) -> SimBackend:
@@ -140,9 +151,9 @@ def _make_mjwarp(task: str, num_envs: int, device: str | torch.device, seed: int
     return make_mujoco_env(WarpPhysics, task, num_envs, device, seed, **kw)
 
 
-register_sim("torch", _make_torch, _torch_tasks)
-register_sim("mujoco", _make_mujoco, _mujoco_tasks, renders=True)
-register_sim("mjwarp", _make_mjwarp, _mujoco_tasks, renders=True)
+register_sim("torch", _make_torch, _torch_tasks, closed=True)
+register_sim("mujoco", _make_mujoco, _mujoco_tasks, renders=True, closed=True)
+register_sim("mjwarp", _make_mjwarp, _mujoco_tasks, renders=True, closed=True)
 register_sim("gymnasium", _make_gymnasium, _gymnasium_tasks)
 
 
