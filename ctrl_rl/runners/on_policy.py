@@ -34,7 +34,7 @@ from ctrl_rl.utils.checkpoint import (
 )
 from ctrl_rl.utils.guards import FiniteWatch, check_learner_finite
 from ctrl_rl.utils.interrupts import Interrupted, stop_requested
-from ctrl_rl.utils.logger import EpisodeStats, TrainLogger
+from ctrl_rl.utils.logger import EpisodeStats, TrainLogger, close_quietly
 from ctrl_rl.utils.profiling import StageTimer
 
 log = logging.getLogger(__name__)
@@ -71,6 +71,8 @@ class Runner:
         """At the last checkpoint: the largest parameter difference between ranks (0 = replicas)."""
         self.profiler = StageTimer(env.device, False)
         """Times the loop's stages when ``profile=true`` (set up by :meth:`learn`)."""
+        self.saved_iteration = -1
+        """The iteration of the last :meth:`save` (a stop request saves only if this one is not saved yet)."""
         self.finite_watch = FiniteWatch()
         """NaN/inf in observations and rewards, per env, checked once per iteration."""
 
@@ -100,8 +102,12 @@ class Runner:
                 if self.profiler.enabled:
                     logger.log_profile(self.iteration, self.profiler.end_iteration())
                 self.stop_if_requested(logger)
-        finally:
+        except BaseException:
+            close_quietly(logger)  # a failing close must not hide why the run stopped
+            raise
+        else:
             logger.close()
+        finally:
             if self.profiler.enabled and main:
                 print(self.profiler.table())
         return self.history
@@ -117,7 +123,7 @@ class Runner:
         path = None
         if self.log_dir is not None:
             path = self.log_dir / f"model_{self.iteration}.pt"
-            if not path.is_file():
+            if self.saved_iteration != self.iteration:  # every rank decides alike (save is collective)
                 logger.flush()
                 self.save(path)
         raise Interrupted(signum, self.iteration, str(path) if path else None)
@@ -201,6 +207,7 @@ class Runner:
         are equal (and re-synchronizing them from rank 0 if not). Nothing non-finite is written.
         """
         check_learner_finite(self.alg, self.iteration)
+        self.saved_iteration = self.iteration
         if hasattr(self.alg, "replay_state_dict"):
             save_atomic({"iteration": self.iteration, "replay": self.alg.replay_state_dict()},
                         Path(path).parent / replay_file(self.iteration, self.rank))

@@ -29,7 +29,7 @@ from ctrl_rl.algos.pql import PQL, ROLES
 from ctrl_rl.runners.on_policy import Runner
 from ctrl_rl.utils.guards import check_learner_finite
 from ctrl_rl.utils.interrupts import GracefulStop, Interrupted, stop_requested
-from ctrl_rl.utils.logger import EpisodeStats, TrainLogger
+from ctrl_rl.utils.logger import EpisodeStats, TrainLogger, close_quietly
 
 log = logging.getLogger(__name__)
 
@@ -152,8 +152,10 @@ class PQLRunner(Runner):
         self._steps_in_iteration = 0
         try:
             (self._learn_concurrent if cfg.concurrent else self._learn_sequential)(total)
-        finally:
-            self._logger.close()
+        except BaseException:
+            close_quietly(self._logger)  # a failing close must not hide why the run stopped
+            raise
+        self._logger.close()
         return self.history
 
     # ------------------------------------------------------------------ roles

@@ -38,7 +38,7 @@ def _as_user_error(exc: BaseException, path: Path) -> OSError:
     if free is not None and free < LOW_SPACE:
         return OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} ({free >> 20} MiB free)", str(path))
     reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
-    return OSError(errno.EIO, f"write failed ({reason})", str(path))
+    return OSError(errno.EIO, f"write failed: the disk may be full or the file too large ({reason})", str(path))
 
 
 def _is_write_failure(exc: BaseException) -> bool:
@@ -46,7 +46,8 @@ def _is_write_failure(exc: BaseException) -> bool:
     if isinstance(exc, OSError):
         return True
     text = str(exc)
-    return isinstance(exc, RuntimeError) and ("PytorchStreamWriter" in text or "write failed" in text)
+    markers = ("PytorchStreamWriter", "inline_container", "write failed", "unexpected pos")
+    return isinstance(exc, RuntimeError) and any(m in text for m in markers)
 
 
 @contextmanager

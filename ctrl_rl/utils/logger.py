@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from ctrl_rl import distributed
+from ctrl_rl.utils.files import atomic_write
 from ctrl_rl.utils.profiling import split_text
 
 LOSS_TAGS = {"value": "Loss/value", "surrogate": "Loss/surrogate", "entropy": "Loss/entropy",
@@ -215,11 +216,20 @@ class TrainLogger:
         if self.log_dir is None or not self.history:
             return
         keys = sorted({k for row in self.history for k in row})
-        with open(self.log_dir / "metrics.csv", "w", newline="") as f:
+        with atomic_write(self.log_dir / "metrics.csv") as tmp, open(tmp, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=keys)
             w.writeheader()
             w.writerows(self.history)
-        write_learning_curve(self.history, self.log_dir / "learning_curve.png")
+        with atomic_write(self.log_dir / "learning_curve.png") as tmp:
+            write_learning_curve(self.history, tmp)
+
+
+def close_quietly(logger: TrainLogger) -> None:
+    """Close ``logger`` while another error propagates: its own failure (a full disk) is logged."""
+    try:
+        logger.close()
+    except Exception as e:  # noqa: BLE001
+        logging.getLogger(__name__).warning("also could not write the logs: %s", e)
 
 
 def write_learning_curve(history: list[dict[str, float]], path: Path) -> None:
@@ -243,5 +253,5 @@ def write_learning_curve(history: list[dict[str, float]], path: Path) -> None:
     ax2.set_title("Throughput")
     ax2.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=100, format="png")
     plt.close(fig)
