@@ -1,4 +1,4 @@
-"""The batched environment contract (DESIGN.md, contract 1).
+"""The batched environment contract (docs/architecture.md, contract 1).
 
 Every simulator backend returns a :class:`VecEnv`; every learner consumes only this.
 Observations are dicts of ``[num_envs, dim]`` float32 tensors keyed by observation
