@@ -68,6 +68,9 @@ OPTIMIZERS = ("bc_opt", "bppo_opt", "q_opt", "v_opt", "dyn_opt")
 class UniO4Offline(nn.Module):
     """The offline learners' networks and optimizers (a module, so one ``state_dict`` holds the nets)."""
 
+    sentinel_buffers = ("best_scores",)
+    """Buffers that hold -inf by design (no OPE score yet), not a divergence (``utils/guards.py``)."""
+
     def __init__(self, cfg: UniO4Config, obs_dim: int, action_dim: int, device: torch.device,
                  action_bounds: tuple[float, float] | None, generator: torch.Generator, seed: int = 0):
         super().__init__()

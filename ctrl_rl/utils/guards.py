@@ -40,8 +40,11 @@ def learner_tensors(alg: object) -> list[tuple[str, torch.Tensor]]:
         if isinstance(obj, torch.nn.Module):
             for n, t in obj.named_parameters():
                 add(f"{attr}.{n}", t)
-            for n, t in obj.named_buffers():
-                add(f"{attr}.{n} (statistics)", t)
+            for mod_name, mod in obj.named_modules():  # a module may name buffers whose inf is a sentinel
+                skip = getattr(mod, "sentinel_buffers", ())
+                for n, t in mod.named_buffers(recurse=False):
+                    if n not in skip:
+                        add(f"{attr}.{mod_name + '.' if mod_name else ''}{n} (statistics)", t)
         elif isinstance(obj, torch.optim.Optimizer):
             for i, state in enumerate(obj.state.values()):
                 for k, t in state.items():
