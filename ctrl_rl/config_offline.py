@@ -145,7 +145,7 @@ class UniO4Config(PPOConfig):
     online_init_std: Optional[float] = None
     """Hand-over: reset the online actor's std to this in every state (its mean is kept); ``null``
     keeps the std cloned from the data (Uni-O4), which explores only as much as the data's noise.
-    Measured: 1.0 on pendulum, 0.3 on the quadruped (1.0 made it drift down; see the tune files)."""
+    The tune files set it per task (why: docs/experiments/uni_o4.md)."""
     online_critic: str = "offline_v"
     """The online critic: ``offline_v`` (Uni-O4: the offline V, on the actor's observations) or
     ``fresh`` (a new critic on ``critic_obs``, by default the env's privileged ``critic`` group as
@@ -190,9 +190,7 @@ class UniO4Config(PPOConfig):
     """BPPO clip at the first improvement step."""
     bppo_clip_decay: float = 0.96
     """The clip is multiplied by this every improvement step (BPPO's reference code; 1 = constant).
-    Uni-O4's code defaults to a linear decay of clip and step size (the clip's stops after 200 of
-    its 10,000 steps): on pendulum the steps the OPE accepted then lost the swing-up, on the
-    quadruped they left the returns where they were (BENCHMARKS.md, Uni-O4 sections)."""
+    Uni-O4's code decays clip and step size linearly instead (docs/experiments/uni_o4.md)."""
     omega: float = 0.7
     """Asymmetric advantage weight: ω for A > 0, 1 - ω otherwise (0.5 = off)."""
     bppo_entropy_coef: float = 0.0

@@ -50,9 +50,9 @@ class SafetyConfig:
     state_timeout: float = 0.0
     """JointState or Imu older than this (s) is a fault. 0 = ``STATE_TIMEOUT_PERIODS`` (2) control
     periods, 40 ms at 50 Hz: a dead state publisher reaches damping within 3 periods of its last
-    message, and a healthy 200-500 Hz stream on a loaded 2-core machine does not trip it (0.75
-    periods did, in 3 of 15 runs). Shorter catches a dead driver sooner and trips on scheduling
-    hiccups; longer the reverse (docs/deploy.md)."""
+    message, and a healthy 200-500 Hz stream on a loaded computer does not trip it. Shorter catches
+    a dead driver sooner and trips on scheduling hiccups; longer the reverse (docs/deploy.md;
+    the measurements: docs/experiments/deploy_state_timeout.md)."""
     use_header_stamps: bool = False
     """Age robot state by its header stamp (the robot's and this computer's clocks must be
     synchronized, e.g. by PTP/chrony); false = by arrival time. With stamps, a message stamped more

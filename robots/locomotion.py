@@ -112,8 +112,7 @@ DEFAULT_REWARDS = {
     "feet_air_time": 0.25, "joint_pos_limits": -10.0, "base_height": 0.0,
 }
 """legged_gym's Go1 weights, with Isaac Lab's flat-terrain orientation (-5) and air-time (0.25)
-weights: with legged_gym's (-1, 1.0) a 22-min run learned lunging steps whose deterministic
-policy nose-dived in ~9% of starts from standstill at 0.5 m/s (BENCHMARKS.md)."""
+weights (why: docs/experiments/quadruped_rewards.md)."""
 REWARD_TERMS = tuple(DEFAULT_REWARDS)
 TRACKING_SIGMA = 0.25  # exp(-err^2 / sigma) tracking kernels, legged_gym's value
 

@@ -385,3 +385,27 @@ def test_an_unwritable_output_names_the_users_path(ppo_run, command):
     args = (["collect", "random", "task=pendulum", "--steps", "2", "--envs", "2"] if command == "collect"
             else ["export", str(ppo_run)])
     one_line(cli(*args, "--output", out), rf"'{re.escape(out)}': (Operation not permitted|No such file)")
+
+
+def test_sentinel_buffers_are_not_divergence_but_statistics_are():
+    """Uni-O4 keeps -inf as 'no OPE score yet'; a normalizer's var at inf is a divergence."""
+    from ctrl_rl.nets.normalizer import EmpiricalNormalizer
+    from ctrl_rl.utils.guards import check_learner_finite
+
+    class Scores(torch.nn.Module):
+        sentinel_buffers = ("best",)
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("best", torch.full((2,), -torch.inf))
+
+    class Learner:
+        def __init__(self) -> None:
+            self.offline = Scores()
+            self.obs_normalizer = EmpiricalNormalizer(3)
+
+    alg = Learner()
+    check_learner_finite(alg, 1)  # the sentinel alone is fine
+    alg.obs_normalizer.var[1] = float("inf")
+    with pytest.raises(NonFiniteError, match=r"obs_normalizer.var \(statistics\) became NaN/inf in iteration 2"):
+        check_learner_finite(alg, 2)
