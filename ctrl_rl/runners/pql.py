@@ -191,8 +191,8 @@ class PQLRunner(Runner):
     def _end_iteration(self, total: int, parked: Callable[[], contextlib.AbstractContextManager]) -> None:
         self.iteration += 1
         self.finite_watch.check(self.iteration)
-        # concurrent learners may be mid-update: a value is finite or not either way, so no parking
-        check_learner_finite(self.alg, self.iteration)
+        if not self.cfg.algo.concurrent:  # concurrent: at each checkpoint, learners parked (save checks)
+            check_learner_finite(self.alg, self.iteration)
         stats = self.alg.pop_stats()
         logger = self._logger
         logger.log_iteration(self.iteration, stats, self._episodes, self._timer["collect"], self._timer["learn"])
