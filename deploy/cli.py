@@ -113,43 +113,32 @@ def _live_update(get_node: Any, get_params: Any, set_params: Any):
     return check
 
 
-class _Signals:
-    """SIGINT and SIGTERM: the first stops the loop (final damping command, final status), the second
-    exits at once."""
-
-    def __init__(self) -> None:
-        self.stop: Any = None
-        self.count = 0
-
-    def install(self) -> None:
-        import signal
-        import threading
-
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, self._handle)
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        self.count += 1
-        if self.count > 1:
-            os._exit(128 + signum)
-        log.warning("signal %d: stopping (final damping command and status); again to exit at once", signum)
-        if self.stop is not None:
-            self.stop()
+STOPPING = "sending a damping command and the final status"
+"""What the first SIGINT/SIGTERM does to the node (a second exits at once: ``GracefulStop``)."""
 
 
 def run_node(args: argparse.Namespace) -> dict[str, Any]:
     """Validate parameters and load the bundle, then the transport and the node; run until a signal or
     ``--duration``; print the final status."""
+    from ctrl_rl.utils.interrupts import GracefulStop
+
+    run = run_lifecycle_node if getattr(args, "lifecycle", False) else _run_node
+    with GracefulStop(STOPPING) as signals:
+        return run(args, signals)
+
+
+def _stop_on_signal(signals: Any, stop: Any) -> None:
+    """From now on the first signal calls ``stop``; one that came before already has."""
+    signals.on_signal = lambda signum: stop()
+    if signals.signum is not None:
+        stop()
+
+
+def _run_node(args: argparse.Namespace, signals: Any) -> dict[str, Any]:
     from .node import DeployNode
     from .robot_policy import RobotPolicy
     from .transports import make_transport
 
-    if getattr(args, "lifecycle", False):
-        return run_lifecycle_node(args)
-    signals = _Signals()
-    signals.install()
     # a bad file, option or bundle fails here: no transport, no threads (with rclpy the bundle may
     # still come from --ros-args)
     params = resolve_params(args, require_bundle=args.transport != "rclpy")
@@ -166,14 +155,14 @@ def run_node(args: argparse.Namespace) -> dict[str, Any]:
         if hasattr(transport, "on_set_parameters"):
             transport.on_set_parameters(_live_update(lambda: node, lambda: state["params"],
                                                      lambda p: state.__setitem__("params", p)))
-        signals.stop = node.stop
+        _stop_on_signal(signals, node.stop)
         status = node.run(args.duration)
     finally:
         transport.close()
     return _report(status)
 
 
-def run_lifecycle_node(args: argparse.Namespace) -> dict[str, Any]:
+def run_lifecycle_node(args: argparse.Namespace, signals: Any) -> dict[str, Any]:
     """A managed node (rclpy): configure loads and checks the bundle and creates the topics,
     activate starts commands, deactivate goes to damping, cleanup removes the topics, shutdown ends."""
     import threading
@@ -184,8 +173,6 @@ def run_lifecycle_node(args: argparse.Namespace) -> dict[str, Any]:
 
     if args.transport != "rclpy":
         raise ValueError("--lifecycle needs --transport rclpy (a managed node is a ROS 2 node)")
-    signals = _Signals()
-    signals.install()
     resolve_params(args, require_bundle=False)  # fail early on a bad file or option
     transport = RclpyTransport(namespace=args.namespace, node_name="ctrl_rl_node", lifecycle=True)
     state: dict[str, Any] = {"node": None, "params": None}
@@ -218,7 +205,7 @@ def run_lifecycle_node(args: argparse.Namespace) -> dict[str, Any]:
         transport.on_transition(configure=configure, activate=lambda: state["node"].activate(),
                                 deactivate=lambda: state["node"].deactivate(), cleanup=cleanup,
                                 shutdown=shutdown, error=shutdown)
-        signals.stop = shutdown
+        _stop_on_signal(signals, shutdown)
         log.info("lifecycle node ctrl_rl_node: unconfigured; configure, then activate, to start commands")
         end = None if args.duration is None else time.monotonic() + args.duration
         while not done.is_set() and (end is None or time.monotonic() < end):

@@ -74,42 +74,30 @@ def check_learner_finite(alg: object, iteration: int) -> None:
 
 class FiniteWatch:
     """Per env, the first step of an iteration at which its observations (per group) or rewards were
-    NaN/inf, kept on the device (no host sync per step) and checked once at the iteration's end.
-    The first step matters: a NaN observation feeds the normalizer and the policy, and a few steps
-    later every env is NaN; the env that started it is the one to report."""
+    NaN/inf. Each step keeps one row sum per group (NaN and inf survive a sum; one op per group, no
+    host sync), checked once at the iteration's end. The first step matters: a NaN observation
+    feeds the normalizer and the policy, and a few steps later every env is NaN; the env that
+    started it is the one to report."""
 
     def __init__(self) -> None:
-        self.first: dict[str, torch.Tensor] = {}
-        self.step = 0
+        self.sums: dict[str, list[torch.Tensor]] = {}
 
     def add(self, obs: dict[str, torch.Tensor], rewards: torch.Tensor) -> None:
         for name, x in (*((f"observation group '{k}'", v) for k, v in obs.items()), ("reward", rewards)):
-            if not x.is_floating_point():
-                continue
-            bad = ~torch.isfinite(x.reshape(x.shape[0], -1)).all(dim=1)
-            first = self.first.get(name)
-            if first is None:
-                first = self.first[name] = torch.full_like(bad, -1, dtype=torch.long)
-            first.masked_fill_(bad & (first < 0), self.step)
-        self.step += 1
+            if x.is_floating_point():
+                self.sums.setdefault(name, []).append(x.reshape(x.shape[0], -1).sum(dim=1))
 
     def check(self, iteration: int) -> None:
         """Raise naming the earliest group (or the reward) and the envs that produced NaN/inf first."""
-        try:
-            if not self.first:
-                return
-            names = list(self.first)
-            big = torch.iinfo(torch.long).max
-            earliest = torch.stack([torch.where(f >= 0, f, big).min() for f in self.first.values()])
-            step = int(earliest.min())
-            if step == big:
-                return
-            name = names[int((earliest == step).nonzero()[0])]
-            envs = (self.first[name] == step).nonzero().flatten()
-            raise NonFiniteError(
-                f"the env returned NaN/inf in its {name} in iteration {iteration}, step {step} (envs "
-                f"{envs[:8].tolist()}{', ...' if envs.numel() > 8 else ''}). This usually indicates a bug in the env's "
-                "step() or reset(), or exploding physics; no checkpoint holding it is written")
-        finally:
-            self.first.clear()
-            self.step = 0
+        sums, self.sums = self.sums, {}
+        if not sums:
+            return
+        bad = {name: ~torch.isfinite(torch.stack(rows)) for name, rows in sums.items()}  # [steps, envs]
+        if not bool(torch.stack([b.any() for b in bad.values()]).any()):
+            return
+        step, name = min((int(b.any(dim=1).nonzero()[0]), name) for name, b in bad.items() if bool(b.any()))
+        envs = bad[name][step].nonzero().flatten()
+        raise NonFiniteError(
+            f"the env returned NaN/inf in its {name} in iteration {iteration}, step {step} (envs "
+            f"{envs[:8].tolist()}{', ...' if envs.numel() > 8 else ''}). This usually indicates a bug in the env's "
+            "step() or reset(), or exploding physics; no checkpoint holding it is written")

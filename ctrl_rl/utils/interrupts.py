@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from types import FrameType
 
 EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
@@ -34,7 +35,9 @@ class Interrupted(Exception):
 
 
 class GracefulStop:
-    """While active: SIGINT/SIGTERM set :attr:`signum`; a second one exits the process at once.
+    """While active: SIGINT/SIGTERM set :attr:`signum` (and call :attr:`on_signal`); a second one
+    exits the process at once. Training polls :attr:`signum`; the deploy node sets ``on_signal`` to
+    stop its loop.
 
     Only the main thread can install signal handlers; elsewhere this does nothing (and
     :attr:`signum` stays ``None``).
@@ -43,8 +46,11 @@ class GracefulStop:
     active: GracefulStop | None = None
     """The stop request of the current training call (runners read it; ``None``: no handler)."""
 
-    def __init__(self) -> None:
+    def __init__(self, doing: str = "finishing this iteration and writing a checkpoint") -> None:
         self.signum: int | None = None
+        self.doing = doing
+        """What the first signal starts, for the message."""
+        self.on_signal: Callable[[int], None] | None = None
         self._previous: dict[int, object] = {}
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
@@ -52,8 +58,10 @@ class GracefulStop:
             print(f"\n{signal.Signals(signum).name} again: exiting now", file=sys.stderr, flush=True)
             os._exit(EXIT_CODES.get(signal.Signals(signum), 128 + signum))
         self.signum = signum
-        print(f"\n{signal.Signals(signum).name}: finishing this iteration and writing a checkpoint "
-              "(send it again to exit at once)", file=sys.stderr, flush=True)
+        print(f"\n{signal.Signals(signum).name}: {self.doing} (send it again to exit at once)",
+              file=sys.stderr, flush=True)
+        if self.on_signal is not None:
+            self.on_signal(signum)
 
     def __enter__(self) -> GracefulStop:
         if threading.current_thread() is threading.main_thread():
