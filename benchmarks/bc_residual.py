@@ -29,11 +29,11 @@ from statistics import mean
 import torch
 
 from ctrl_rl.algos import make_algorithm
-from ctrl_rl.commands import train
-from ctrl_rl.configure import load_train_config
-from ctrl_rl.evaluate import collect_dataset, run_episodes
+from ctrl_rl.app.configure import load_train_config
+from ctrl_rl.app.session import build_env, load_checkpoint
+from ctrl_rl.app.train import train
+from ctrl_rl.episodes import collect_dataset, run_episodes
 from ctrl_rl.nets.actor_critic import concat_groups
-from ctrl_rl.session import build_env, load_checkpoint
 
 EVAL_SEED = 2024
 
@@ -88,7 +88,7 @@ def main() -> None:
           f"({len(data.episode_returns())} episodes, noise {args.noise}), few demos: {len(small)} transitions")
 
     rows: dict[str, list[float]] = {}
-    bc = ["algo=bc", "env.num_envs=100", f"runner.max_iterations={args.bc_iterations}", *common]
+    bc = ["algo=bc", "env.num_envs=100", "algo.num_passes=0", f"runner.max_iterations={args.bc_iterations}", *common]
     for seed in range(1, args.seeds + 1):
         runs = {
             "BC gaussian (full)": train([*bc, f"dataset={full}", f"seed={seed}"]),

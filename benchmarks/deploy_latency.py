@@ -38,7 +38,8 @@ TASK = "quadruped_velocity_flat"
 
 
 def make_bundle(root: Path) -> Path:
-    from ctrl_rl.commands import export, train
+    from ctrl_rl.app.export import export
+    from ctrl_rl.app.train import train
 
     run = train([f"task={TASK}", "env.num_envs=64", "algo.num_steps_per_env=8", "runner.max_iterations=1",
                  "algo.actor_hidden=[512,256,128]", "algo.critic_hidden=[64]", "runner.progress=false",
@@ -64,11 +65,11 @@ def inference(bundle: Path, calls: int) -> dict[str, np.ndarray]:
     import torch
     from ctrl_rl.deploy.runtime import OnnxPolicy
 
-    from ctrl_rl.commands import _load_policy
+    from ctrl_rl.app.session import load_policy
 
     torch.set_num_threads(1)
     ort = OnnxPolicy(bundle, intra_op_threads=1)
-    _, _, alg, _ = _load_policy(str(bundle.parent.parent), [])
+    _, _, alg, _ = load_policy(str(bundle.parent.parent), [])
     actor = alg.model.actor.eval()
     obs = np.random.default_rng(0).normal(size=(ort.obs_dim,)).astype(np.float32)
     obs_t = torch.as_tensor(obs)[None]

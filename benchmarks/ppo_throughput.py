@@ -69,7 +69,7 @@ def _result(args: argparse.Namespace, iters: int, wall: float, collect: float,
 
 
 def bench_ours(args: argparse.Namespace) -> dict:
-    from ctrl_rl.configure import load_train_config
+    from ctrl_rl.app.configure import load_train_config
     from ctrl_rl.runners.on_policy import OnPolicyRunner
 
     hidden = "[" + ",".join(map(str, args.hidden)) + "]"

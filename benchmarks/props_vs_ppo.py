@@ -33,10 +33,10 @@ from statistics import mean, median
 
 import torch
 
-from ctrl_rl.configure import load_train_config
-from ctrl_rl.evaluate import run_episodes
-from ctrl_rl.runners.on_policy import make_runner
-from ctrl_rl.session import build_env
+from ctrl_rl.app.configure import load_train_config
+from ctrl_rl.app.session import build_env
+from ctrl_rl.episodes import run_episodes
+from ctrl_rl.runners import make_runner
 from ctrl_rl.utils.checkpoint import seed_everything
 
 

@@ -19,7 +19,9 @@ import argparse
 import time
 from pathlib import Path
 
-from ctrl_rl.commands import evaluate, play, train
+from ctrl_rl.app.evaluate import evaluate
+from ctrl_rl.app.play import play
+from ctrl_rl.app.train import train
 
 TASK = "quadruped_velocity_flat"
 EVAL_KWARGS = ["+task.kwargs.fixed_command=[0.5,0.0,0.0]", "+task.kwargs.push_velocity=0.0"]

@@ -13,7 +13,7 @@ several seeds; then a deterministic evaluation of the final policy, ``--eval-epi
 from fresh start states (sub-env ``i`` seeded ``--eval-seed + i``, the same for every run and never
 used in training, where sub-env ``i`` gets ``seed + i``): SB3
 with ``evaluate_policy(deterministic=True)`` on a ``DummyVecEnv`` of that many envs (one episode
-each), ours with ``ctrl_rl.commands.evaluate`` on the final checkpoint. Every evaluation of every
+each), ours with ``ctrl_rl.app.evaluate.evaluate`` on the final checkpoint. Every evaluation of every
 run, both frameworks, starts its episodes from the same states.
 
 Part 2 (parallel envs, Pendulum-v1): ours at ``--parallel-envs`` envs (64) and
@@ -102,11 +102,11 @@ def _eval_seed(spec: dict) -> int:
 
 
 def run_ours(spec: dict) -> dict:
-    from ctrl_rl.commands import evaluate
-    from ctrl_rl.configure import load_train_config
-    from ctrl_rl.evaluate import run_episodes
-    from ctrl_rl.runners.on_policy import make_runner
-    from ctrl_rl.session import build_env
+    from ctrl_rl.app.configure import load_train_config
+    from ctrl_rl.app.evaluate import evaluate
+    from ctrl_rl.app.session import build_env
+    from ctrl_rl.episodes import run_episodes
+    from ctrl_rl.runners import make_runner
     from ctrl_rl.utils.checkpoint import seed_everything
 
     cfg = load_train_config(_ours_overrides(spec))

@@ -53,11 +53,11 @@ from typing import Any
 
 import torch
 
-from ctrl_rl.configure import load_train_config
-from ctrl_rl.evaluate import collect_dataset, run_episodes, with_action_noise
+from ctrl_rl.app.configure import load_train_config
+from ctrl_rl.app.session import build_env
+from ctrl_rl.episodes import collect_dataset, run_episodes, with_action_noise
 from ctrl_rl.nets.actor_critic import concat_groups
-from ctrl_rl.runners.on_policy import make_runner
-from ctrl_rl.session import build_env
+from ctrl_rl.runners import make_runner
 from ctrl_rl.utils.checkpoint import seed_everything
 
 
@@ -134,7 +134,7 @@ def record_behavior(bench: Bench, runner, seed: int) -> tuple[float, float, floa
 ONLINE_ONLY = {"num_steps_per_env", "num_learning_epochs", "num_minibatches", "learning_rate", "schedule", "desired_kl",
                "min_learning_rate", "max_learning_rate", "clip_param", "value_clip", "lam", "value_loss_coef",
                "entropy_coef", "max_grad_norm", "normalize_advantage", "critic_learning_rate", "critic_obs",
-               "online_init_std", "online_critic", "online_critic_warmup", "online_update_normalizer", "compile",
+               "online_init_std", "online_critic", "critic_warmup", "online_update_normalizer", "compile",
                "cudagraphs", "sampling_error_steps", "sampling_error_interval", "eval_interval", "eval_episodes"}
 """Uni-O4 fields only the online phase reads: a kept stage serves any values of these."""
 STAGE_ARGS = ("task", "behavior_seed", "behavior_iterations", "behavior_per_seed", "envs", "steps", "noise",

@@ -53,46 +53,46 @@ def _tasks_text() -> str:
 
 
 def _algos_text() -> str:
-    from ctrl_rl.config import ALGO_SCHEMAS
+    from ctrl_rl.registry import learners
 
-    return ", ".join(ALGO_SCHEMAS)
+    return ", ".join(sorted(learners()))
 
 
 def _train_help(overrides: list[str]) -> str:
-    from ctrl_rl import config as c
-    from ctrl_rl.configure import _algo_of
+    """Every key of the chosen learner and task with the value training will use (schema defaults
+    plus the pair's tune file plus ``overrides``) and its description."""
+    from ctrl_rl.app.configure import load_train_config
     from ctrl_rl.utils.docs import describe
 
-    algo = _algo_of(overrides)
-    schema = c.ALGO_SCHEMAS.get(algo, c.PPOConfig)
-
+    cfg = load_train_config(overrides)
     lines = ["usage: ctrl-rl train [--checkpoint latest|PATH] [key=value ...]", "",
              f"algorithms (algo=...): {_algos_text()}", "tasks (task=..., sim=...):", _tasks_text(), "",
-             f"keys of algo={schema().name} (`ctrl-rl train algo=<name> --help` for another learner; defaults before "
-             "a task's tuning; `ctrl-rl train task=X --cfg` prints the resolved config):",
-             f"  seed={c.TrainConfig.seed}  device={c.TrainConfig.device}  profile={c.TrainConfig.profile} "
+             f"keys for algo={cfg.algo.name} task={cfg.task.name} sim={cfg.sim.name}, with the values training "
+             "will use (schema defaults, then configs/tune/<algo>_<task>.yaml, then your overrides; "
+             "`ctrl-rl train algo=<name> task=<id> --help` for another pair):",
+             f"  seed={cfg.seed}  device={cfg.device}  profile={str(cfg.profile).lower()} "
              "(time each iteration's stages: sim, inference, storage, update, logging)",
-             "  multi-process: torchrun --nproc_per_node=K -m ctrl_rl.cli train ... (README: More processes)"]
-    for cls, prefix in ((schema, "algo"), (c.TaskConfig, "task"), (c.SimConfig, "sim"),
-                        (c.EnvConfig, "env"), (c.RunnerConfig, "runner")):
-        lines += describe(cls, prefix)
+             "  multi-process: torchrun --nproc_per_node=K -m ctrl_rl.cli train ... (docs/training.md)"]
+    for obj, prefix in ((cfg.algo, "algo"), (cfg.task, "task"), (cfg.sim, "sim"), (cfg.env, "env"),
+                        (cfg.runner, "runner")):
+        lines += describe(type(obj), prefix, obj)
     return "\n".join(lines)
 
 
 def cmd_train(args: argparse.Namespace, overrides: list[str]) -> None:
-    from ctrl_rl.commands import train
+    from ctrl_rl.app.train import train
 
     train(overrides, checkpoint=args.checkpoint, print_cfg=args.cfg)
 
 
 def cmd_eval(args: argparse.Namespace, overrides: list[str]) -> None:
-    from ctrl_rl.commands import evaluate
+    from ctrl_rl.app.evaluate import evaluate
 
     evaluate(args.checkpoint, overrides, episodes=args.episodes, seed=args.seed)
 
 
 def cmd_play(args: argparse.Namespace, overrides: list[str]) -> None:
-    from ctrl_rl.commands import play
+    from ctrl_rl.app.play import play
 
     if args.checkpoint and "=" in args.checkpoint:  # `play --agent zero task=X`: an override, not a path
         overrides, args.checkpoint = [args.checkpoint, *overrides], None
@@ -102,7 +102,7 @@ def cmd_play(args: argparse.Namespace, overrides: list[str]) -> None:
 
 
 def cmd_export(args: argparse.Namespace, overrides: list[str]) -> None:
-    from ctrl_rl.commands import export
+    from ctrl_rl.app.export import export
 
     export(args.checkpoint, overrides, output=args.output)
 
@@ -110,7 +110,7 @@ def cmd_export(args: argparse.Namespace, overrides: list[str]) -> None:
 def cmd_collect(args: argparse.Namespace, overrides: list[str]) -> None:
     from pathlib import Path
 
-    from ctrl_rl.commands import collect
+    from ctrl_rl.app.collect import collect
 
     if args.policy and "=" in args.policy and not Path(args.policy).exists():  # `collect task=X --level random`
         overrides, args.policy = [args.policy, *overrides], None
@@ -119,7 +119,11 @@ def cmd_collect(args: argparse.Namespace, overrides: list[str]) -> None:
 
 
 def cmd_list(args: argparse.Namespace, overrides: list[str]) -> None:
-    print(f"algorithms: {_algos_text()}")
+    from ctrl_rl.registry import learners
+
+    print("algorithms:")
+    for name, entry in learners().items():
+        print(f"  {name:<10} {entry.summary}")
     print("tasks:")
     print(_tasks_text())
 
@@ -209,7 +213,12 @@ def main(argv: list[str] | None = None) -> None:
         parser.print_help()
         raise SystemExit(0)
     if args.command == "train" and args.help:
-        print(_train_help(extra))
+        from ctrl_rl.config import ConfigError
+
+        try:
+            print(_train_help(extra))
+        except ConfigError as exc:
+            _die(str(exc))
         raise SystemExit(0)
     unknown_flags = [e for e in extra if e.startswith("-")]
     if unknown_flags:

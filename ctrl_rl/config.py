@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, ClassVar, Dict, List, Optional
 
 
 class ConfigError(ValueError):
@@ -43,54 +43,57 @@ def _positive(obj: Any, prefix: str, *names: str) -> None:
 
 
 @dataclass
-class PPOConfig:
-    """Proximal Policy Optimization (Schulman et al. 2017) with rsl_rl's defaults."""
+class LearnerConfig:
+    """What every learner's config has; a learner's schema derives from it (``ctrl_rl.registry``)."""
 
-    name: str = "ppo"
-    """Algorithm id (``algo=<name>`` picks the config group)."""
-    num_steps_per_env: int = 24
-    """Rollout length per env per iteration; a batch is ``num_envs * num_steps_per_env``."""
-    num_learning_epochs: int = 5
-    """Passes over the batch per iteration, each with a fresh minibatch permutation."""
-    num_minibatches: int = 4
-    """Minibatches per epoch (gradient steps per iteration = epochs * minibatches)."""
-    learning_rate: float = 1e-3
-    """Adam step size (the start value when ``schedule=adaptive``)."""
-    schedule: str = "adaptive"
-    """``adaptive``: scale lr to keep the policy KL near ``desired_kl`` (rsl_rl); ``fixed``;
-    ``linear``: anneal from ``learning_rate`` towards 0 over ``runner.max_iterations`` (CleanRL's anneal_lr)."""
-    desired_kl: float = 0.01
-    """Target KL(π_old || π) per minibatch for the adaptive schedule."""
-    min_learning_rate: float = 1e-5
-    """Lower bound of the adaptive schedule."""
-    max_learning_rate: float = 1e-2
-    """Upper bound of the adaptive schedule."""
-    clip_param: float = 0.2
-    """Surrogate clip ε: the ratio π/π_old is kept within [1-ε, 1+ε]."""
-    value_clip: bool = True
-    """Clip value updates to ±clip_param around the rollout values (PPO2 style)."""
-    gamma: float = 0.99
-    """Discount factor."""
-    lam: float = 0.95
-    """GAE λ (bias/variance trade-off of the advantage estimate)."""
-    value_loss_coef: float = 1.0
-    """Weight of the value loss in the total loss."""
-    entropy_coef: float = 0.01
-    """Weight of the entropy bonus (exploration)."""
-    max_grad_norm: float = 1.0
-    """Global gradient-norm clip."""
-    normalize_advantage: bool = True
-    """Standardize advantages over the whole batch before each update."""
-    normalize_value: bool = False
-    """Learn values in a running-normalized target space (helps large, drifting returns)."""
+    requires_dataset: ClassVar[bool] = False
+    """Learners that train from ``dataset=`` say so (checked once the whole config is composed)."""
+
+    name: str = ""
+    """Algorithm id (``algo=<name>`` picks the learner and this schema)."""
+    actor_obs: List[str] = field(default_factory=lambda: ["policy"])
+    """Observation groups concatenated into the actor's input."""
     normalize_obs: bool = True
-    """Running mean/std observation normalization, saved and exported with the model."""
-    actor_hidden: List[int] = field(default_factory=lambda: [512, 256, 128])
+    """Running mean/std observation normalization, saved and exported with the policy."""
+
+    def __post_init__(self) -> None:
+        _check(len(self.actor_obs) > 0, "algo.actor_obs", "needs at least one observation group, e.g. [policy]")
+
+    def check_env(self, num_envs: int) -> None:
+        """Checks that need the env size (called by ``TrainConfig``); none by default."""
+
+
+@dataclass
+class PolicyNetConfig(LearnerConfig):
+    """The policy network's shape."""
+
+    actor_hidden: List[int] = field(default_factory=lambda: [256, 256])
     """Actor MLP hidden sizes."""
-    critic_hidden: List[int] = field(default_factory=lambda: [512, 256, 128])
-    """Critic MLP hidden sizes."""
     activation: str = "elu"
     """Hidden activation: elu, relu, tanh, silu, gelu, leaky_relu."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        from ctrl_rl.nets.mlp import ACTIVATIONS
+
+        _check(self.activation in ACTIVATIONS, "algo.activation",
+               f"must be one of: {', '.join(ACTIVATIONS)} (got '{self.activation}')")
+
+
+@dataclass
+class ActorCriticConfig(PolicyNetConfig):
+    """A policy and a critic, each on its own observation groups."""
+
+    critic_hidden: List[int] = field(default_factory=lambda: [256, 256])
+    """Critic MLP hidden sizes."""
+    critic_obs: Optional[List[str]] = None
+    """Groups for the critic; ``None``: ``["critic"]`` if the env has that group, else the actor's."""
+
+
+@dataclass
+class GaussianPolicyConfig(PolicyNetConfig):
+    """A Gaussian policy's standard deviation."""
+
     init_std: float = 1.0
     """Initial action standard deviation."""
     std_type: str = "scalar"
@@ -99,271 +102,25 @@ class PPOConfig:
     """Lower bound on the action std (keeps log-probs finite)."""
     max_std: float = 10.0
     """Upper bound on the action std."""
-    actor_obs: List[str] = field(default_factory=lambda: ["policy"])
-    """Observation groups concatenated into the actor's input."""
-    critic_obs: Optional[List[str]] = None
-    """Groups for the critic; ``None``: ``["critic"]`` if the env has that group, else the actor's."""
-    sampling_error_steps: int = 0
-    """Log ``sampling_error`` (KL of a maximum-likelihood fit of the training batch from the policy,
-    see ``ctrl_rl/algos/diagnostics.py``) fitted with this many Adam steps per update; 0: off."""
-    sampling_error_interval: int = 1
-    """Measure the sampling error every this many iterations (the fit costs as much as a few PPO
-    epochs); iterations in between log the last measurement."""
-    compile: bool = False
-    """``torch.compile`` the minibatch loss (forward and backward graphs); the learning rate becomes
-    a device tensor and the adaptive-KL step runs on the device (no host sync per minibatch)."""
-    cudagraphs: bool = False
-    """Capture one whole minibatch update (loss, backward, all-reduce, clip, Adam) as a CUDA graph
-    and replay it (LeanRL's recipe; Adam becomes capturable). CUDA only: on cpu the same graph-safe
-    update runs uncaptured."""
 
     def __post_init__(self) -> None:
-        p = "algo"
-        _check(self.sampling_error_steps >= 0, f"{p}.sampling_error_steps",
-               f"must be >= 0 (0 turns it off), got {self.sampling_error_steps}")
-        _positive(self, p, "sampling_error_interval", "num_steps_per_env", "num_learning_epochs", "num_minibatches",
-                  "learning_rate", "desired_kl", "init_std", "min_std", "max_std", "max_grad_norm")
-        _check(self.schedule in ("adaptive", "fixed", "linear"), f"{p}.schedule",
-               f"must be one of: adaptive, fixed, linear (got '{self.schedule}')")
-        _check(0.0 < self.gamma <= 1.0, f"{p}.gamma", f"must be in (0, 1], got {self.gamma}")
-        _check(0.0 <= self.lam <= 1.0, f"{p}.lam", f"must be in [0, 1], got {self.lam}")
-        _check(self.clip_param > 0, f"{p}.clip_param", f"must be > 0, got {self.clip_param}")
-        _check(self.min_std < self.max_std, f"{p}.min_std", "must be below algo.max_std")
-        _check(self.min_learning_rate <= self.max_learning_rate, f"{p}.min_learning_rate",
-               "must not exceed algo.max_learning_rate")
-        _check(self.std_type in ("scalar", "state_dependent"), f"{p}.std_type",
+        super().__post_init__()
+        _positive(self, "algo", "init_std", "min_std", "max_std")
+        _check(self.min_std < self.max_std, "algo.min_std", "must be below algo.max_std")
+        _check(self.std_type in ("scalar", "state_dependent"), "algo.std_type",
                f"must be one of: scalar, state_dependent (got '{self.std_type}')")
-        from ctrl_rl.nets.mlp import ACTIVATIONS
-
-        _check(self.activation in ACTIVATIONS, f"{p}.activation",
-               f"must be one of: {', '.join(ACTIVATIONS)} (got '{self.activation}')")
-        _check(len(self.actor_obs) > 0, f"{p}.actor_obs", "needs at least one observation group, e.g. [policy]")
-
-    def check_env(self, num_envs: int) -> None:
-        """Checks that need the env size (called by ``TrainConfig``)."""
-        batch = num_envs * self.num_steps_per_env
-        _check(batch >= 2 * self.num_minibatches, "algo.num_minibatches",
-               f"a batch of {batch} samples (env.num_envs x algo.num_steps_per_env) cannot fill "
-               f"{self.num_minibatches} minibatches of 2 or more; "
-               "lower algo.num_minibatches or raise env.num_envs")
 
 
 @dataclass
-class SACConfig:
-    """Soft Actor-Critic (Haarnoja et al. 2018, v2: learned temperature) for many parallel envs,
-    with FastSAC/FastTD3's large-batch options (ensemble critics, distributional C51 critic,
-    LayerNorm, n-step returns, several updates per env step)."""
+class AcceleratedConfig:
+    """How the update runs (not what it computes: both options are tested equal to eager)."""
 
-    name: str = "sac"
-    """Algorithm id."""
-    num_steps_per_env: int = 1
-    """Env steps per env per iteration (an iteration = collect, then ``num_updates`` updates)."""
-    num_updates: int = 1
-    """Gradient steps per iteration: the update-to-data ratio is ``num_updates / (num_envs * num_steps_per_env)``
-    per transition collected."""
-    batch_size: int = 256
-    """Transitions per gradient step (FastSAC uses tens of thousands on a GPU); under torchrun per
-    process (gradients are averaged, so K processes step on K x batch_size transitions)."""
-    buffer_size: int = 1_000_000
-    """Replay capacity in transitions, split evenly over the envs (per-env rings); under torchrun
-    each process holds this many (its own envs')."""
-    learning_starts: int = 5000
-    """Env steps (all envs together, of every process under torchrun) of uniform random actions
-    before learning starts."""
-    gamma: float = 0.99
-    """Discount factor."""
-    n_step: int = 1
-    """n-step returns (stop at episode ends; truncations bootstrap with gamma^m)."""
-    tau: float = 0.005
-    """Polyak rate of the target critics: target <- (1 - tau) target + tau online."""
-    actor_learning_rate: float = 3e-4
-    """Adam step size of the actor."""
-    critic_learning_rate: float = 3e-4
-    """Adam step size of the critics."""
-    alpha_learning_rate: float = 3e-4
-    """Adam step size of log(alpha)."""
-    init_alpha: float = 1.0
-    """Initial entropy temperature."""
-    autotune_alpha: bool = True
-    """Learn alpha so the policy entropy tracks ``target_entropy``; false keeps ``init_alpha``."""
-    target_entropy_scale: float = 1.0
-    """Target entropy = -scale * action_dim (SAC's heuristic at scale 1)."""
-    actor_update_every: int = 1
-    """Update actor and alpha every this many critic updates (delayed policy updates)."""
-    num_critics: int = 2
-    """Critics in the ensemble (2 = clipped double-Q)."""
-    critic_aggregation: str = "min"
-    """``min`` over the ensemble (clipped double-Q) or ``mean`` (FastSAC's ensemble mean)."""
-    distributional: bool = False
-    """C51 categorical critic on a fixed support [v_min, v_max] instead of a scalar Q."""
-    num_atoms: int = 101
-    """Atoms of the categorical critic."""
-    v_min: float = -250.0
-    """Lowest return of the categorical support (scale it to the task's returns)."""
-    v_max: float = 250.0
-    """Highest return of the categorical support."""
-    layer_norm: bool = False
-    """LayerNorm after every hidden layer of the critics (stabilizes large-batch, high-UTD training)."""
-    actor_hidden: List[int] = field(default_factory=lambda: [256, 256])
-    """Actor MLP hidden sizes."""
-    critic_hidden: List[int] = field(default_factory=lambda: [256, 256])
-    """Critic MLP hidden sizes."""
-    activation: str = "relu"
-    """Hidden activation: elu, relu, tanh, silu, gelu, leaky_relu."""
-    log_std_min: float = -5.0
-    """Lower bound of the actor's log std."""
-    log_std_max: float = 2.0
-    """Upper bound of the actor's log std."""
-    exploration_scale_min: float = 1.0
-    """Per-env exploration: env i samples with its std scaled by a level spread evenly over
-    [exploration_scale_min, exploration_scale_max] (PQL's mixed exploration; 1, 1 = plain SAC)."""
-    exploration_scale_max: float = 1.0
-    """Upper end of the per-env std scales."""
-    max_grad_norm: float = 0.0
-    """Global gradient-norm clip of each network; 0 = off."""
-    normalize_obs: bool = True
-    """Running mean/std observation normalization (updated from collected data, exported with the actor)."""
     compile: bool = False
-    """``torch.compile`` the update step (a test checks it matches eager)."""
+    """``torch.compile`` the update (forward and backward graphs); learning rates become device
+    tensors updated on the device (no host sync per minibatch)."""
     cudagraphs: bool = False
-    """Replay each gradient step (critic, actor, temperature, target lerp) from a CUDA graph, with
-    capturable Adam. CUDA only: on cpu the same step runs uncaptured."""
-    actor_obs: List[str] = field(default_factory=lambda: ["policy"])
-    """Observation groups concatenated into the actor's input."""
-    critic_obs: Optional[List[str]] = None
-    """Groups for the critics; ``None``: ``["critic"]`` if the env has that group, else the actor's."""
-
-    def __post_init__(self) -> None:
-        p = "algo"
-        _positive(self, p, "num_steps_per_env", "num_updates", "batch_size", "buffer_size", "n_step",
-                  "actor_learning_rate", "critic_learning_rate", "alpha_learning_rate", "init_alpha",
-                  "actor_update_every", "num_critics", "num_atoms")
-        _check(self.learning_starts >= 0, f"{p}.learning_starts", f"must be >= 0, got {self.learning_starts}")
-        _check(0.0 < self.gamma <= 1.0, f"{p}.gamma", f"must be in (0, 1], got {self.gamma}")
-        _check(0.0 < self.tau <= 1.0, f"{p}.tau", f"must be in (0, 1], got {self.tau}")
-        _check(self.critic_aggregation in ("min", "mean"), f"{p}.critic_aggregation",
-               f"must be one of: min, mean (got '{self.critic_aggregation}')")
-        _check(self.v_min < self.v_max, f"{p}.v_min", "must be below algo.v_max")
-        _check(self.num_atoms >= 2 or not self.distributional, f"{p}.num_atoms", "needs at least 2 atoms")
-        _check(self.log_std_min < self.log_std_max, f"{p}.log_std_min", "must be below algo.log_std_max")
-        _check(0 < self.exploration_scale_min <= self.exploration_scale_max, f"{p}.exploration_scale_min",
-               "must be > 0 and <= algo.exploration_scale_max")
-        _check(self.max_grad_norm >= 0, f"{p}.max_grad_norm", "must be >= 0 (0 = off)")
-        from ctrl_rl.nets.mlp import ACTIVATIONS
-
-        _check(self.activation in ACTIVATIONS, f"{p}.activation",
-               f"must be one of: {', '.join(ACTIVATIONS)} (got '{self.activation}')")
-        _check(len(self.actor_obs) > 0, f"{p}.actor_obs", "needs at least one observation group, e.g. [policy]")
-
-    def check_env(self, num_envs: int) -> None:
-        _check(self.buffer_size // num_envs >= self.n_step + 1, "algo.buffer_size",
-               f"{self.buffer_size} transitions over {num_envs} envs leave fewer than n_step + 1 per env; "
-               f"raise algo.buffer_size to at least {(self.n_step + 1) * num_envs}")
-
-
-@dataclass
-class PQLConfig:
-    """Parallel Q-Learning (Li et al. 2023): an actor, a V-learner and a P-learner running
-    concurrently, their speeds held at fixed ratios. Deterministic actor with mixed per-env
-    exploration noise, n-step double-Q (optionally C51) critic, TD3 target smoothing."""
-
-    name: str = "pql"
-    """Algorithm id."""
-    num_steps_per_env: int = 1
-    """Actor steps (one env step of every env each) per iteration; logs and checkpoints count iterations."""
-    batch_size: int = 8192
-    """Transitions per V-learner gradient step, and observations per P-learner step."""
-    buffer_size: int = 5_000_000
-    """Replay capacity in transitions (the V-learner's (s, a, r, s', d) rings, split over envs)."""
-    state_buffer_size: int = 5_000_000
-    """Capacity in observations of the P-learner's state-only buffer (a ring over all envs)."""
-    learning_starts: int = 10000
-    """Env steps (all envs together) of uniform random actions before the learners start."""
-    gamma: float = 0.99
-    """Discount factor."""
-    n_step: int = 3
-    """n-step returns for the critic (cut at episode ends; truncations bootstrap from the true final obs)."""
-    tau: float = 0.05
-    """Polyak rate of the target actor and target critics: target <- (1 - tau) target + tau online."""
-    actor_learning_rate: float = 5e-4
-    """AdamW step size of the P-learner (policy)."""
-    critic_learning_rate: float = 5e-4
-    """AdamW step size of the V-learner (critics)."""
-    weight_decay: float = 0.0
-    """AdamW weight decay of both learners."""
-    max_grad_norm: float = 0.5
-    """Gradient-norm clip of each network; 0 = off."""
-    num_critics: int = 2
-    """Critics in the ensemble; targets and the policy objective use their minimum (clipped double-Q)."""
-    distributional: bool = False
-    """C51 critic on [v_min, v_max] (the target is the distribution of the critic with the lowest mean)."""
-    num_atoms: int = 51
-    """Atoms of the categorical critic."""
-    v_min: float = -250.0
-    """Lowest return of the categorical support (scale it to the task's discounted returns)."""
-    v_max: float = 250.0
-    """Highest return of the categorical support."""
-    target_noise: float = 0.8
-    """Std of TD3's target-policy smoothing noise, in [-1, 1] action units (PQL's value)."""
-    target_noise_clip: float = 0.2
-    """Clip of the target smoothing noise."""
-    noise_std_min: float = 0.05
-    """Mixed exploration: env i adds Gaussian noise with std linspace(noise_std_min, noise_std_max)[i]."""
-    noise_std_max: float = 0.8
-    """Upper end of the per-env exploration std."""
-    beta_actor_critic: float = 8.0
-    """V-learner updates per actor step (PQL's β_{a:v} = 1:8)."""
-    beta_policy_critic: float = 2.0
-    """V-learner updates per P-learner update (PQL's β_{p:v} = 1:2)."""
-    ratio_slack: float = 0.0
-    """How far, in V-learner updates, a role may run ahead of the slowest before it waits; values
-    below the largest per-step weight (beta_actor_critic, beta_policy_critic, 1) are raised to it,
-    the smallest slack that cannot deadlock. Larger: more overlap between roles, looser ratios."""
-    concurrent: bool = True
-    """Run actor, V-learner and P-learner in threads (CUDA: each on its own stream); false = one
-    thread interleaving them at exactly the configured ratios (deterministic, exact resume)."""
-    actor_hidden: List[int] = field(default_factory=lambda: [512, 256, 128])
-    """Actor MLP hidden sizes."""
-    critic_hidden: List[int] = field(default_factory=lambda: [512, 256, 128])
-    """Critic MLP hidden sizes."""
-    activation: str = "elu"
-    """Hidden activation: elu, relu, tanh, silu, gelu, leaky_relu."""
-    normalize_obs: bool = True
-    """Running mean/std observation normalization (statistics from collected data, exported with the actor)."""
-    actor_obs: List[str] = field(default_factory=lambda: ["policy"])
-    """Observation groups concatenated into the actor's input."""
-    critic_obs: Optional[List[str]] = None
-    """Groups for the critics; ``None``: ``["critic"]`` if the env has that group, else the actor's."""
-
-    def __post_init__(self) -> None:
-        p = "algo"
-        _positive(self, p, "num_steps_per_env", "batch_size", "buffer_size", "state_buffer_size", "n_step",
-                  "actor_learning_rate", "critic_learning_rate", "num_critics", "num_atoms", "beta_actor_critic",
-                  "beta_policy_critic")
-        _check(self.learning_starts >= 0, f"{p}.learning_starts", f"must be >= 0, got {self.learning_starts}")
-        _check(0.0 < self.gamma <= 1.0, f"{p}.gamma", f"must be in (0, 1], got {self.gamma}")
-        _check(0.0 < self.tau <= 1.0, f"{p}.tau", f"must be in (0, 1], got {self.tau}")
-        _check(0 <= self.noise_std_min <= self.noise_std_max, f"{p}.noise_std_min",
-               "must be >= 0 and <= algo.noise_std_max")
-        _check(self.target_noise >= 0 and self.target_noise_clip >= 0, f"{p}.target_noise",
-               "algo.target_noise and algo.target_noise_clip must be >= 0")
-        _check(self.v_min < self.v_max, f"{p}.v_min", "must be below algo.v_max")
-        _check(self.num_atoms >= 2 or not self.distributional, f"{p}.num_atoms", "needs at least 2 atoms")
-        _check(self.weight_decay >= 0, f"{p}.weight_decay", f"must be >= 0, got {self.weight_decay}")
-        _check(self.max_grad_norm >= 0, f"{p}.max_grad_norm", "must be >= 0 (0 = off)")
-        _check(self.ratio_slack >= 0, f"{p}.ratio_slack", "must be >= 0 (0 = the smallest safe slack)")
-        from ctrl_rl.nets.mlp import ACTIVATIONS
-
-        _check(self.activation in ACTIVATIONS, f"{p}.activation",
-               f"must be one of: {', '.join(ACTIVATIONS)} (got '{self.activation}')")
-        _check(len(self.actor_obs) > 0, f"{p}.actor_obs", "needs at least one observation group, e.g. [policy]")
-
-    def check_env(self, num_envs: int) -> None:
-        _check(self.buffer_size // num_envs >= self.n_step + 1, "algo.buffer_size",
-               f"{self.buffer_size} transitions over {num_envs} envs leave fewer than n_step + 1 per env; "
-               f"raise algo.buffer_size to at least {(self.n_step + 1) * num_envs}")
-        _check(self.state_buffer_size >= num_envs, "algo.state_buffer_size",
-               f"must hold at least one step of every env: raise it to at least {num_envs}")
+    """Capture one whole gradient step as a CUDA graph and replay it (LeanRL's recipe; Adam becomes
+    capturable). CUDA only: on cpu the same graph-safe step runs uncaptured."""
 
 
 @dataclass
@@ -413,8 +170,8 @@ class RunnerConfig:
 
 @dataclass
 class TrainConfig:
-    algo: Any = field(default_factory=PPOConfig)
-    """The algorithm's config; its schema is picked by ``algo.name`` (see ``ALGO_SCHEMAS``)."""
+    algo: Any = field(default_factory=lambda: _default_algo())
+    """The algorithm's config; its schema is the registered learner's (``ctrl_rl.registry``)."""
     task: TaskConfig = field(default_factory=TaskConfig)
     sim: SimConfig = field(default_factory=SimConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
@@ -441,7 +198,7 @@ class TrainConfig:
 
     def check_complete(self) -> None:
         """Keys the defaults leave empty but this run needs (checked once the whole config is composed)."""
-        if getattr(self.algo, "requires_dataset", False):
+        if self.algo.requires_dataset:
             _check(bool(self.dataset), "dataset",
                    f"algo={self.algo.name} trains from a dataset: pass "
                    "dataset=<file.hdf5 | minari:<id> | robotlogs:<dir>> "
@@ -450,8 +207,7 @@ class TrainConfig:
                f"must be cpu, cuda or cuda:<index> (got '{self.device}')")
 
 
-ALGO_SCHEMAS: dict[str, type] = {"ppo": PPOConfig, "sac": SACConfig, "pql": PQLConfig}
-"""Algorithm name -> config schema; later learners register here."""
+def _default_algo() -> LearnerConfig:
+    from ctrl_rl.config_onpolicy import PPOConfig
 
-import ctrl_rl.config_offline  # noqa: E402,F401  registers BC
-import ctrl_rl.config_onpolicy  # noqa: E402,F401  registers PROPS, FPO and residual PPO (they extend PPOConfig above)
+    return PPOConfig()

@@ -2,7 +2,7 @@
 and Uni-O4 (offline, then online PPO).
 
 Same conventions as ``ctrl_rl/config.py`` (validated when built, every field documented where it
-is declared); importing ``ctrl_rl.config`` registers them in ``ALGO_SCHEMAS``.
+is declared); each learner's module registers its schema (``ctrl_rl.registry``).
 """
 
 from __future__ import annotations
@@ -10,30 +10,26 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, List, Optional
 
-from ctrl_rl.config import ALGO_SCHEMAS, PPOConfig, _check, _positive
+from ctrl_rl.config import GaussianPolicyConfig, _check, _positive
+from ctrl_rl.config_onpolicy import PPOConfig
 
 BC_HEADS = ("gaussian", "flow")
 
 
 @dataclass
-class BCConfig:
+class BCConfig(GaussianPolicyConfig):
     """Behavior cloning: maximum likelihood of the dataset's actions (Gaussian head) or
     conditional flow matching (flow head), optionally on chunks of the next ``chunk_size`` actions."""
 
     requires_dataset: ClassVar[bool] = True
 
     name: str = "bc"
-    """Algorithm id."""
     head: str = "gaussian"
     """``gaussian``: a Gaussian policy trained by negative log-likelihood (deploys its mean);
     ``flow``: a flow-matching policy (FPO's actor) trained by the CFM loss; keeps multimodal data multimodal."""
     chunk_size: int = 1
     """k: the policy predicts the next k actions of its episode (action chunking; a residual
     learner executes ``algo.base_execute`` of them before asking again). 1: one action."""
-    actor_hidden: List[int] = field(default_factory=lambda: [256, 256])
-    """Policy MLP hidden sizes."""
-    activation: str = "elu"
-    """Hidden activation: elu, relu, tanh, silu, gelu, leaky_relu."""
     learning_rate: float = 1e-3
     """Adam step size."""
     weight_decay: float = 0.0
@@ -42,22 +38,22 @@ class BCConfig:
     """Dataset rows per gradient step (drawn uniformly with replacement)."""
     updates_per_iteration: int = 200
     """Gradient steps per iteration (an iteration = these steps, then maybe an evaluation, then maybe a checkpoint)."""
+    num_passes: float = 100.0
+    """The run's length in passes over the dataset: ``ceil(num_passes * rows / (batch_size *
+    updates_per_iteration))`` iterations, so a small dataset trains for minutes, not for
+    ``runner.max_iterations``; 0: ``runner.max_iterations`` iterations."""
     max_grad_norm: float = 1.0
     """Global gradient-norm clip; 0 = off."""
     eval_interval: int = 5
     """Evaluate every this many iterations: one deterministic episode in each of the env.num_envs
     envs, logged as ``Train/mean_reward``; 0 = only after the last iteration."""
-    eval_episodes: int = 0
-    """Episodes per evaluation: 0 = one in each of the env.num_envs envs; N below env.num_envs = N,
-    in an env of N envs built for the evaluation."""
-    init_std: float = 1.0
-    """Gaussian head: initial action std."""
+    eval_episodes: int = 16
+    """Episodes per evaluation, in an env of that many built for it (the training env may hold
+    thousands); 0 or >= env.num_envs: one in each of the env.num_envs envs."""
     std_type: str = "state_dependent"
     """Gaussian head: ``state_dependent`` std (heteroscedastic data) or ``scalar``."""
     min_std: float = 1e-2
     """Gaussian head: lower bound of the std (keeps the likelihood of near-deterministic data finite)."""
-    max_std: float = 10.0
-    """Gaussian head: upper bound of the std."""
     flow_steps: int = 10
     """Flow head: Euler steps from noise to action."""
     time_features: int = 4
@@ -73,9 +69,12 @@ class BCConfig:
     """Observation groups the policy reads; the dataset's ``observations`` are these, concatenated."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         p = "algo"
-        _positive(self, p, "chunk_size", "learning_rate", "batch_size", "updates_per_iteration", "init_std",
-                  "min_std", "max_std", "flow_steps", "time_features")
+        _positive(self, p, "chunk_size", "learning_rate", "batch_size", "updates_per_iteration", "flow_steps",
+                  "time_features")
+        _check(self.num_passes >= 0, f"{p}.num_passes",
+               f"must be >= 0 (0: runner.max_iterations sets the length), got {self.num_passes}")
         _check(self.head in BC_HEADS, f"{p}.head", f"must be one of: {', '.join(BC_HEADS)} (got '{self.head}')")
         _check(self.eval_interval >= 0, f"{p}.eval_interval",
                f"must be >= 0 (0: only at the end), got {self.eval_interval}")
@@ -83,20 +82,7 @@ class BCConfig:
                f"must be >= 0 (0: one per env), got {self.eval_episodes}")
         _check(self.weight_decay >= 0 and self.max_grad_norm >= 0, f"{p}.weight_decay",
                "algo.weight_decay and algo.max_grad_norm must be >= 0")
-        _check(self.min_std < self.max_std, f"{p}.min_std", "must be below algo.max_std")
-        _check(self.std_type in ("scalar", "state_dependent"), f"{p}.std_type",
-               f"must be one of: scalar, state_dependent (got '{self.std_type}')")
-        from ctrl_rl.nets.mlp import ACTIVATIONS
 
-        _check(self.activation in ACTIVATIONS, f"{p}.activation",
-               f"must be one of: {', '.join(ACTIVATIONS)} (got '{self.activation}')")
-        _check(len(self.actor_obs) > 0, f"{p}.actor_obs", "needs at least one observation group, e.g. [policy]")
-
-    def check_env(self, num_envs: int) -> None:
-        """Nothing depends on the env count (it is the number of evaluation episodes)."""
-
-
-ALGO_SCHEMAS.update(bc=BCConfig)
 
 
 @dataclass
@@ -120,7 +106,7 @@ class UniO4Config(PPOConfig):
     # --- online PPO (Uni-O4's fine-tuning defaults) ---
     learning_rate: float = 2e-5
     """Online actor step size (low: fine-tune, do not relearn)."""
-    critic_learning_rate: float = 2e-4
+    critic_learning_rate: Optional[float] = 2e-4
     """Online critic step size (the offline V needs to move to the new policy's values faster)."""
     schedule: str = "fixed"
     """Online actor step-size schedule: ``fixed`` (Uni-O4) or ``adaptive`` (rsl_rl's KL rule, starting
@@ -149,11 +135,8 @@ class UniO4Config(PPOConfig):
     online_critic: str = "offline_v"
     """The online critic: ``offline_v`` (Uni-O4: the offline V, on the actor's observations) or
     ``fresh`` (a new critic on ``critic_obs``, by default the env's privileged ``critic`` group as
-    PPO's, its normalizer fed online; pair it with ``online_critic_warmup`` so the actor waits
+    PPO's, its normalizer fed online; pair it with ``critic_warmup`` so the actor waits
     while it learns the online policy's values)."""
-    online_critic_warmup: int = 0
-    """Online updates at the start that train the critic only (the actor stays the offline policy
-    while V, fitted to the data's returns, moves to the online policy's); 0 = none (Uni-O4)."""
     online_update_normalizer: bool = False
     """Keep updating the observation normalizer online; false keeps the dataset's statistics, so
     the online phase starts from exactly the offline policy's function."""
@@ -248,8 +231,6 @@ class UniO4Config(PPOConfig):
         _check(self.eval_interval >= 0, f"{p}.eval_interval", f"must be >= 0, got {self.eval_interval}")
         _check(self.eval_episodes >= 0, f"{p}.eval_episodes",
                f"must be >= 0 (0: one per env), got {self.eval_episodes}")
-        _check(self.online_critic_warmup >= 0, f"{p}.online_critic_warmup",
-               f"must be >= 0 (0: none), got {self.online_critic_warmup}")
         _check(self.select_episodes >= 0, f"{p}.select_episodes",
                f"must be >= 0 (0: by OPE score), got {self.select_episodes}")
         _check(self.online_critic in ("offline_v", "fresh"), f"{p}.online_critic",
@@ -266,5 +247,3 @@ class UniO4Config(PPOConfig):
     def offline_iterations(self) -> int:
         return self.pretrain_iterations + self.improve_iterations
 
-
-ALGO_SCHEMAS.update(uni_o4=UniO4Config)

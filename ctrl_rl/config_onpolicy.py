@@ -1,16 +1,104 @@
-"""Typed configs of PPO's variants: PROPS, FPO and residual PPO (same runner, storage and update loop).
+"""Typed configs of PPO and its variants: PROPS, FPO and residual PPO (same runner, storage and update loop).
 
-Kept apart from ``ctrl_rl/config.py`` only for size; importing ``ctrl_rl.config`` imports this
-module, which adds both to ``ALGO_SCHEMAS``. The conventions are that module's: validated when built,
-every field documented where it is declared.
+The conventions are ``ctrl_rl/config.py``'s: validated when built, every field documented where it
+is declared, shared blocks (networks, Gaussian std, compile) composed from there. Each learner's
+module registers its schema (``ctrl_rl.registry``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
-from ctrl_rl.config import ALGO_SCHEMAS, PPOConfig, _check, _positive
+from ctrl_rl.config import (
+    AcceleratedConfig,
+    ActorCriticConfig,
+    GaussianPolicyConfig,
+    _check,
+    _positive,
+)
+
+
+@dataclass
+class PPOConfig(AcceleratedConfig, GaussianPolicyConfig, ActorCriticConfig):
+    """Proximal Policy Optimization (Schulman et al. 2017) with rsl_rl's defaults."""
+
+    name: str = "ppo"
+    actor_hidden: List[int] = field(default_factory=lambda: [512, 256, 128])
+    critic_hidden: List[int] = field(default_factory=lambda: [512, 256, 128])
+    num_steps_per_env: int = 24
+    """Rollout length per env per iteration; a batch is ``num_envs * num_steps_per_env``."""
+    num_learning_epochs: int = 5
+    """Passes over the batch per iteration, each with a fresh minibatch permutation."""
+    num_minibatches: int = 4
+    """Minibatches per epoch (gradient steps per iteration = epochs * minibatches)."""
+    learning_rate: float = 1e-3
+    """Adam step size (the start value when ``schedule=adaptive``)."""
+    schedule: str = "adaptive"
+    """``adaptive``: scale lr to keep the policy KL near ``desired_kl`` (rsl_rl); ``fixed``;
+    ``linear``: anneal from ``learning_rate`` towards 0 over ``runner.max_iterations`` (CleanRL's anneal_lr)."""
+    desired_kl: float = 0.01
+    """Target KL(π_old || π) per minibatch for the adaptive schedule."""
+    min_learning_rate: float = 1e-5
+    """Lower bound of the adaptive schedule."""
+    max_learning_rate: float = 1e-2
+    """Upper bound of the adaptive schedule."""
+    clip_param: float = 0.2
+    """Surrogate clip ε: the ratio π/π_old is kept within [1-ε, 1+ε]."""
+    value_clip: bool = True
+    """Clip value updates to ±clip_param around the rollout values (PPO2 style)."""
+    gamma: float = 0.99
+    """Discount factor."""
+    lam: float = 0.95
+    """GAE λ (bias/variance trade-off of the advantage estimate)."""
+    value_loss_coef: float = 1.0
+    """Weight of the value loss in the total loss."""
+    entropy_coef: float = 0.01
+    """Weight of the entropy bonus (exploration)."""
+    max_grad_norm: float = 1.0
+    """Global gradient-norm clip."""
+    normalize_advantage: bool = True
+    """Standardize advantages over the whole batch before each update."""
+    normalize_value: bool = False
+    """Learn values in a running-normalized target space (helps large, drifting returns)."""
+    critic_learning_rate: Optional[float] = None
+    """The critic's own Adam step size, outside the schedule (fine-tuning a pretrained actor slowly
+    while its critic catches up); ``null``: one step size for both, as rsl_rl."""
+    critic_warmup: int = 0
+    """Updates at the start that train the critic only (the actor waits while a critic that was not
+    trained on this policy's returns learns them); 0 = none."""
+    sampling_error_steps: int = 0
+    """Log ``sampling_error`` (KL of a maximum-likelihood fit of the training batch from the policy,
+    see ``ctrl_rl/algos/diagnostics.py``) fitted with this many Adam steps per update; 0: off."""
+    sampling_error_interval: int = 1
+    """Measure the sampling error every this many iterations (the fit costs as much as a few PPO
+    epochs); iterations in between log the last measurement."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        p = "algo"
+        _check(self.sampling_error_steps >= 0, f"{p}.sampling_error_steps",
+               f"must be >= 0 (0 turns it off), got {self.sampling_error_steps}")
+        _positive(self, p, "sampling_error_interval", "num_steps_per_env", "num_learning_epochs", "num_minibatches",
+                  "learning_rate", "desired_kl", "max_grad_norm")
+        _check(self.schedule in ("adaptive", "fixed", "linear"), f"{p}.schedule",
+               f"must be one of: adaptive, fixed, linear (got '{self.schedule}')")
+        _check(0.0 < self.gamma <= 1.0, f"{p}.gamma", f"must be in (0, 1], got {self.gamma}")
+        _check(0.0 <= self.lam <= 1.0, f"{p}.lam", f"must be in [0, 1], got {self.lam}")
+        _check(self.clip_param > 0, f"{p}.clip_param", f"must be > 0, got {self.clip_param}")
+        _check(self.min_learning_rate <= self.max_learning_rate, f"{p}.min_learning_rate",
+               "must not exceed algo.max_learning_rate")
+        _check(self.critic_learning_rate is None or self.critic_learning_rate > 0, f"{p}.critic_learning_rate",
+               f"must be > 0 or null (the actor's step size), got {self.critic_learning_rate}")
+        _check(self.critic_warmup >= 0, f"{p}.critic_warmup", f"must be >= 0 (0: none), got {self.critic_warmup}")
+
+    def check_env(self, num_envs: int) -> None:
+        """Checks that need the env size (called by ``TrainConfig``)."""
+        batch = num_envs * self.num_steps_per_env
+        _check(batch >= 2 * self.num_minibatches, "algo.num_minibatches",
+               f"a batch of {batch} samples (env.num_envs x algo.num_steps_per_env) cannot fill "
+               f"{self.num_minibatches} minibatches of 2 or more; "
+               "lower algo.num_minibatches or raise env.num_envs")
 
 
 @dataclass
@@ -20,7 +108,6 @@ class PROPSConfig(PPOConfig):
     so the buffer looks more on-policy than on-policy sampling makes it (lower sampling error)."""
 
     name: str = "props"
-    """Algorithm id."""
     buffer_batches: int = 2
     """b: rollouts the PPO update trains on (the newest b), with log-probs and GAE recomputed
     under the current policy and critic."""
@@ -67,7 +154,6 @@ class FPOConfig(PPOConfig):
     with a flow-matching policy, the likelihood ratio replaced by exp(old CFM loss − new CFM loss)."""
 
     name: str = "fpo"
-    """Algorithm id."""
     clip_param: float = 0.05
     """Surrogate clip ε (the paper's 0.05; its Gaussian baseline used 0.3)."""
     schedule: str = "fixed"
@@ -123,7 +209,6 @@ class ResidualConfig(PPOConfig):
     The residual's mean layer starts at exactly zero, so the first policy *is* the base."""
 
     name: str = "residual"
-    """Algorithm id."""
     base: str = "zero"
     """The frozen base: ``zero`` (zero action: on a position-controlled robot task that is the PD
     stand controller holding the default pose), ``linear`` (a classical controller ``clip(K obs + b)``,
@@ -162,5 +247,3 @@ class ResidualConfig(PPOConfig):
                 _check(len(self.base_bias) == len(self.base_gain), f"{p}.base_bias",
                        f"needs one entry per gain row ({len(self.base_gain)}), got {len(self.base_bias)}")
 
-
-ALGO_SCHEMAS.update(props=PROPSConfig, fpo=FPOConfig, residual=ResidualConfig)

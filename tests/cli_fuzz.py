@@ -58,11 +58,11 @@ def field_cases(schema: type, prefix: str, base: list[str]) -> list[list[str]]:
 
 def cases(tmp: Path) -> list[list[str]]:
     from ctrl_rl import config as c
-    from ctrl_rl.config import ALGO_SCHEMAS
+    from ctrl_rl.registry import learner
 
     out: list[list[str]] = []
     for algo in ("ppo", "sac", "pql", "bc"):
-        out += field_cases(ALGO_SCHEMAS[algo], "algo", ["train", f"algo={algo}", "task=pendulum"])
+        out += field_cases(learner(algo).config, "algo", ["train", f"algo={algo}", "task=pendulum"])
     out += field_cases(c.EnvConfig, "env", ["train", "task=pendulum"])
     out += field_cases(c.RunnerConfig, "runner", ["train", "task=pendulum"])
     root = f"runner.log_root={tmp / 'logs'}"

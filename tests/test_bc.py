@@ -12,11 +12,13 @@ from ctrl_rl.deploy.runtime import OnnxPolicy
 from ctrl_rl.sims import make_env
 
 from ctrl_rl.algos.bc import BC, gaussian_nll
-from ctrl_rl.commands import evaluate, export, train
+from ctrl_rl.app.configure import load_train_config
+from ctrl_rl.app.evaluate import evaluate
+from ctrl_rl.app.export import export
+from ctrl_rl.app.train import train
 from ctrl_rl.config import ConfigError
 from ctrl_rl.config_offline import BCConfig
-from ctrl_rl.configure import load_train_config
-from ctrl_rl.evaluate import collect_dataset, run_episodes
+from ctrl_rl.episodes import collect_dataset, run_episodes
 from ctrl_rl.nets.chunk import ChunkedActor
 from ctrl_rl.nets.distributions import censored_gaussian_log_prob, gaussian_log_prob
 from ctrl_rl.nets.residual import LinearController
@@ -57,7 +59,7 @@ def test_gaussian_bc_treats_actions_at_the_env_bounds_as_clipped(censor, bounds,
     """``algo.censor_bounds`` (default) with an env that clips: an action at a bound scores the
     Gaussian's mass beyond it; without either, its density."""
     torch.manual_seed(0)
-    bc = BC(BCConfig(actor_hidden=[8], censor_bounds=censor), {"policy": 3}, 2, "cpu", action_bounds=bounds)
+    bc = BC(BCConfig(actor_hidden=[8], censor_bounds=censor), {"policy": 3}, 2, 1, "cpu", action_bounds=bounds)
     obs, target = torch.randn(4, 3), torch.tensor([[1.0, 0.3], [-1.0, 0.0], [0.5, 1.0], [0.2, -0.2]])
     mean, std = bc.model.head.distribution(obs)
     plain, clipped = -gaussian_log_prob(target, mean, std), -censored_gaussian_log_prob(target, mean, std, (-1, 1))
@@ -76,7 +78,8 @@ def test_chunked_actor_returns_the_first_action_of_its_chunk():
 
 
 def _bc(tmp_path, data, *extra):
-    return ["algo=bc", "task=point_mass", f"dataset={data}", "env.num_envs=100", "runner.max_iterations=20",
+    return ["algo=bc", "task=point_mass", f"dataset={data}", "env.num_envs=100", "algo.num_passes=0",
+            "runner.max_iterations=20",
             "runner.save_interval=10", "runner.progress=false", f"runner.log_root={tmp_path}", *extra]
 
 
@@ -104,12 +107,29 @@ def test_bc_resume_is_exact(tmp_path, expert_data):
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_run_length_is_passes_over_the_dataset(tmp_path, expert_data):
+    """``algo.num_passes``: ceil(passes x rows / (batch_size x updates_per_iteration)) iterations, so
+    the run fits the dataset; 0: ``runner.max_iterations``."""
+    from ctrl_rl.app.session import build_env
+    from ctrl_rl.runners import make_runner
+
+    small = ["algo.batch_size=100", "algo.updates_per_iteration=10"]
+    cfg = load_train_config(_bc(tmp_path, expert_data, *small, "algo.num_passes=3"))
+    runner = make_runner(build_env(cfg), cfg)
+    rows = len(runner.dataset)
+    assert runner.total_iterations() == -(-3 * rows // 1000)
+    cfg = load_train_config(_bc(tmp_path, expert_data, *small))  # _bc sets num_passes=0
+    assert make_runner(build_env(cfg), cfg).total_iterations() == 20
+    default = load_train_config(["algo=bc", "task=point_mass", f"dataset={expert_data}"]).algo
+    assert default.num_passes == 100 and default.eval_episodes == 16
+
+
 def test_offline_evaluation_runs_eval_episodes_in_an_env_of_their_own(tmp_path, expert_data):
     """``algo.eval_episodes`` below env.num_envs: that many episodes in an env built for them, seeded
     like the training env's evaluation (so the scores equal a direct run); 0: one per training env."""
+    from ctrl_rl.app.session import build_env
     from ctrl_rl.nets.actor_critic import concat_groups
-    from ctrl_rl.runners.on_policy import make_runner
-    from ctrl_rl.session import build_env
+    from ctrl_rl.runners import make_runner
 
     for n, expected_envs in ((7, 7), (0, 100), (500, 100)):
         cfg = load_train_config(_bc(tmp_path, expert_data, f"algo.eval_episodes={n}"))

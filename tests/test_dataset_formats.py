@@ -19,7 +19,10 @@ import torch
 from ctrl_rl.deploy.runtime import OnnxPolicy
 from minari.data_collector import EpisodeBuffer
 
-from ctrl_rl.commands import _load_policy, _policy_fn, collect, export, train
+from ctrl_rl.app.collect import collect
+from ctrl_rl.app.export import export
+from ctrl_rl.app.session import load_policy, policy_fn
+from ctrl_rl.app.train import train
 from ctrl_rl.config import ConfigError
 from ctrl_rl.storage.dataset import ARRAYS, Dataset, DatasetError, read_attrs
 from ctrl_rl.storage.formats import load_dataset, output_format
@@ -254,9 +257,9 @@ def test_collect_mix_concatenates_segments_by_fraction(tmp_path, tiny_run):
     assert [(s["level"], s["policy"], s["steps_per_env"], s["rows"]) for s in segments] == [
         ("random", "random", 5, [0, 10]), ("expert", str(ckpt), 15, [10, 40])]
     assert len(data) == 40 and data.timeouts.sum() == 4  # both envs' cut episode in each segment
-    _, _, alg, _ = _load_policy(str(ckpt), [])
+    _, _, alg, _ = load_policy(str(ckpt), [])
     with torch.no_grad():  # the expert rows are the checkpoint's deterministic actions (noise 0)
-        expected = _policy_fn(alg)({"policy": torch.as_tensor(data.observations[10:])}).numpy()
+        expected = policy_fn(alg)({"policy": torch.as_tensor(data.observations[10:])}).numpy()
     np.testing.assert_allclose(data.actions[10:], np.clip(expected, -1, 1), atol=1e-6)
     with pytest.raises(ValueError, match="fractions must sum to 1, got 0.9"):
         collect(None, [], str(tmp_path / "x.hdf5"), mix=f"random=0.2,{ckpt}=0.7")
@@ -285,7 +288,7 @@ def test_collect_from_an_exported_onnx_bundle(tmp_path, tiny_run):
 def test_bc_trains_from_a_minari_dataset(tmp_path):
     """``dataset=minari:<id>`` goes through the offline runner's loader (hydra keeps the colon)."""
     collect(None, ["task=point_mass"], "minari:pm/random-v0", steps=50, envs=2, level="random")
-    run = train(["algo=bc", "task=point_mass", "dataset=minari:pm/random-v0", "env.num_envs=2",
+    run = train(["algo=bc", "task=point_mass", "dataset=minari:pm/random-v0", "env.num_envs=2", "algo.num_passes=0",
                  "runner.max_iterations=1", "algo.updates_per_iteration=2", "runner.progress=false",
                  f"runner.log_root={tmp_path / 'logs'}"])
     assert (run / "model_1.pt").is_file()

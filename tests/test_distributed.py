@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ctrl_rl.commands import evaluate
+from ctrl_rl.app.evaluate import evaluate
 
 HERE = Path(__file__).parent
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}

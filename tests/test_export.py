@@ -9,7 +9,8 @@ import pytest
 import torch
 from ctrl_rl.deploy.export import ParityError, check_parity, export_onnx
 
-from ctrl_rl.commands import export, train
+from ctrl_rl.app.export import export
+from ctrl_rl.app.train import train
 from ctrl_rl.nets.actor_critic import GaussianActor
 
 TINY = ["task=pendulum", "env.num_envs=16", "algo.num_steps_per_env=8", "algo.actor_hidden=[16]",
@@ -29,7 +30,7 @@ def test_export_matches_torch_and_carries_metadata(run_dir):
     assert path == run_dir / "exported" / "policy.onnx"
     ckpt = torch.load(run_dir / "model_2.pt", weights_only=False)
     from ctrl_rl.algos.ppo import PPO
-    from ctrl_rl.configure import config_from_dict
+    from ctrl_rl.app.configure import config_from_dict
 
     cfg = config_from_dict(ckpt["config"])
     alg = PPO(cfg.algo, ckpt["obs_dims"], ckpt["action_dim"], 1, "cpu")

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-from ctrl_rl.commands import train
+from ctrl_rl.app.train import train
 from ctrl_rl.utils.checkpoint import is_intact
 from ctrl_rl.utils.guards import NonFiniteError
 
@@ -209,7 +209,7 @@ def test_pql_concurrent_stops_every_role_and_saves_on_sigterm(tmp_path):
 
 def poison_env(monkeypatch, what: str, at_step: int) -> None:
     """The env returns NaN in observations or rewards of env 3 from step ``at_step`` on."""
-    import ctrl_rl.commands as commands
+    import ctrl_rl.app.train as commands
 
     real = commands.build_env
 
@@ -237,7 +237,7 @@ def poison_env(monkeypatch, what: str, at_step: int) -> None:
 
 def poison_params(monkeypatch, at_iteration: int, runner: type | None = None) -> None:
     """A parameter becomes NaN in the update of ``at_iteration`` (as at a learning rate of 1e4)."""
-    from ctrl_rl.runners.on_policy import Runner
+    from ctrl_rl.runners.base import Runner
 
     runner = runner or Runner
     real = runner.iterate
@@ -279,8 +279,9 @@ def test_a_non_finite_value_stops_the_run_in_its_iteration_and_no_checkpoint_hol
 
 
 def test_offline_learner_stops_on_non_finite_parameters(monkeypatch, tmp_path):
-    from ctrl_rl.evaluate import collect_dataset, random_policy
     from ctrl_rl.sims import make_env
+
+    from ctrl_rl.episodes import collect_dataset, random_policy
 
     env = make_env("torch", "pendulum", 4, "cpu", seed=0)
     from ctrl_rl.runners.offline import OfflineRunner
@@ -288,7 +289,8 @@ def test_offline_learner_stops_on_non_finite_parameters(monkeypatch, tmp_path):
     data = collect_dataset(env, random_policy(env, 0), 50, seed=0).save_hdf5(tmp_path / "d.hdf5")
     poison_params(monkeypatch, 2, OfflineRunner)
     with pytest.raises(NonFiniteError, match="iteration 2"):
-        train(["algo=bc", "task=pendulum", f"dataset={data}", "runner.max_iterations=4", "runner.save_interval=1",
+        train(["algo=bc", "task=pendulum", f"dataset={data}", "algo.num_passes=0", "runner.max_iterations=4",
+               "runner.save_interval=1",
                "env.num_envs=4", "runner.progress=false", f"runner.log_root={tmp_path}"])
     assert [p.name for p in tmp_path.glob("bc/pendulum/*/model_*.pt")] == ["model_1.pt"]
 

@@ -192,7 +192,7 @@ def test_state_is_not_supported() -> None:
 
 def test_sim_gymnasium_defaults_to_16_envs_and_an_override_wins():
     """gymnasium envs step one after another in this process: 16 by default, not the torch backends' 4096."""
-    from ctrl_rl.configure import load_train_config
+    from ctrl_rl.app.configure import load_train_config
 
     assert load_train_config(["sim=gymnasium", "task=Pendulum-v1"]).env.num_envs == 16
     assert load_train_config(["sim=gymnasium", "task=Pendulum-v1", "env.num_envs=4"]).env.num_envs == 4

@@ -23,7 +23,7 @@ from ctrl_rl.sims import list_tasks, make_env
 from ctrl_rl.sims.isaaclab import IsaacLabVecEnv, apply_cfg_overrides
 from vecenv_conformance import Transition, check_action_clipping, check_rollout, check_seeding
 
-from ctrl_rl.configure import load_train_config
+from ctrl_rl.app.configure import load_train_config
 
 ROOT = Path(__file__).resolve().parents[1]
 MJLAB_PYTHON = ROOT / ".venv-mjlab" / "bin" / "python"

@@ -7,8 +7,9 @@ evaluations on fresh seeds, in gymnasium's reward scale.
 
 import pytest
 
-from ctrl_rl.commands import evaluate, train
-from ctrl_rl.configure import load_train_config
+from ctrl_rl.app.configure import load_train_config
+from ctrl_rl.app.evaluate import evaluate
+from ctrl_rl.app.train import train
 
 
 def train_and_evaluate(task: str, tmp_path, max_env_steps: int, algo: str = "ppo") -> dict[str, float]:
@@ -83,7 +84,7 @@ def test_uni_o4_pendulum_offline_then_online_reaches_minus_200_within_330k_onlin
     """Uni-O4 (``tune/uni_o4_pendulum.yaml``) from a partially trained PPO policy's noisy data
     (deterministic about -640, data about -760): after 20 online iterations (330k env steps with the
     hand-over's) it swings up; PPO from scratch needs about 328k steps to pass -200 (BENCHMARKS.md)."""
-    from ctrl_rl.collect import collect
+    from ctrl_rl.app.collect import collect
 
     behavior = train(["task=pendulum", "seed=1", "runner.max_iterations=12", f"runner.log_root={tmp_path}",
                       "runner.progress=false"])

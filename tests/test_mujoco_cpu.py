@@ -188,7 +188,7 @@ def test_pd_actuators_follow_config():
 
 
 def test_evaluation_metrics_count_each_env_until_its_episode_ends():
-    from ctrl_rl.evaluate import run_episodes, zero_policy
+    from ctrl_rl.episodes import run_episodes, zero_policy
 
     env = make_env("mujoco", TASK, 4, seed=0, fixed_command=(0.5, 0.0, 0.0), **SHORT)
     metrics: dict[str, float] = {}
@@ -204,7 +204,8 @@ def test_export_carries_robot_metadata_and_obs_recompute_with_numpy(tmp_path):
     from ctrl_rl.deploy.runtime import OnnxPolicy
     from ctrl_rl.robots.terms import ROBOT_SIGNALS
 
-    from ctrl_rl.commands import export, train
+    from ctrl_rl.app.export import export
+    from ctrl_rl.app.train import train
 
     run = train(["task=quadruped_velocity_flat", "env.num_envs=8", "algo.num_steps_per_env=8",
                  "runner.max_iterations=1", "algo.actor_hidden=[16]", "algo.critic_hidden=[16]",

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from ctrl_rl.config import PPOConfig
+from ctrl_rl.config_onpolicy import PPOConfig
 from ctrl_rl.nets.actor_critic import ActorCritic, GaussianActor
 from ctrl_rl.nets.normalizer import EmpiricalNormalizer
 from ctrl_rl.storage.rollout import RolloutStorage

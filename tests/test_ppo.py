@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from ctrl_rl.algos.ppo import PPO
-from ctrl_rl.config import PPOConfig
+from ctrl_rl.config_onpolicy import PPOConfig
 from ctrl_rl.utils.guards import NonFiniteError
 
 
@@ -35,7 +35,7 @@ def run_two_steps(alg: PPO, final_env0: float, terminated: bool):
     alg.act(obs(0.0, 2.0))
     alg.process_step(obs(5.0, 3.0), torch.tensor([1.0, 1.0]), torch.tensor([False, False]),
                      torch.tensor([False, False]), {"final_obs": obs(5.0, 3.0)})
-    alg.compute_returns()
+    alg.prepare_update()
     return alg.storage.advantages
 
 
@@ -75,7 +75,7 @@ def test_nan_reward_raises_actionable_error():
     alg.process_step(obs(0.0, 2.0), torch.tensor([1.0, 1.0]), torch.tensor([False, False]),
                      torch.tensor([False, False]), {"final_obs": obs(0.0, 2.0)})
     with pytest.raises(NonFiniteError, match="rewards contains NaN.*env's reward.*step\\(\\)"):
-        alg.compute_returns()
+        alg.prepare_update()
 
 
 def test_config_rejects_bad_values_with_key_names():
@@ -103,7 +103,7 @@ def test_asymmetric_actor_critic_uses_privileged_critic_group():
         actions = alg.act(obs)
         obs, r, term, trunc, info = env.step(actions)
         alg.process_step(obs, r, term, trunc, info)
-    alg.compute_returns()
+    alg.prepare_update()
     stats = alg.update()
     assert all(torch.isfinite(torch.tensor(v)) for v in stats.values())
     # explicit groups: both nets on the policy group
@@ -114,11 +114,11 @@ def test_asymmetric_actor_critic_uses_privileged_critic_group():
 def test_linear_schedule_anneals_by_update_count():
     """``schedule=linear``: lr = lr0 (1 - k / K) at update k of K, set before the update's steps."""
     alg = linear_critic_ppo(schedule="linear", learning_rate=1e-3, num_minibatches=1)
-    with pytest.raises(RuntimeError, match="runner sets PPO.total_updates"):
+    with pytest.raises(RuntimeError, match="the runner calls set_run_length first"):
         run_two_steps(alg, 0.0, False)
         alg.update()
     alg.storage.clear()
-    alg.total_updates = 4
+    alg.set_run_length(4)
     seen = []
     for _ in range(3):
         run_two_steps(alg, 0.0, False)
@@ -129,9 +129,9 @@ def test_linear_schedule_anneals_by_update_count():
 
 def _train_pendulum(iterations: int, **algo_flags) -> tuple[list[torch.Tensor], list[dict[str, float]]]:
     """A few PPO iterations on the torch pendulum (adaptive KL on, value normalization on)."""
-    from ctrl_rl.configure import load_train_config
-    from ctrl_rl.runners.on_policy import make_runner
-    from ctrl_rl.session import build_env
+    from ctrl_rl.app.configure import load_train_config
+    from ctrl_rl.app.session import build_env
+    from ctrl_rl.runners import make_runner
     from ctrl_rl.utils.checkpoint import seed_everything
 
     cfg = load_train_config(["task=pendulum", "env.num_envs=32", "runner.progress=false", "seed=5"])
@@ -169,9 +169,9 @@ def test_adaptive_learning_rate_tensor_form_matches_float_form():
 @pytest.mark.parametrize("algo", ["ppo", "sac"])
 def test_rollout_loop_never_syncs_with_the_host_on_cuda(algo):
     """Collection (act, env step, process_step, episode stats) under CUDA's sync debug mode."""
-    from ctrl_rl.configure import load_train_config
-    from ctrl_rl.runners.on_policy import make_runner
-    from ctrl_rl.session import build_env
+    from ctrl_rl.app.configure import load_train_config
+    from ctrl_rl.app.session import build_env
+    from ctrl_rl.runners import make_runner
     from ctrl_rl.utils.logger import EpisodeStats
 
     cfg = load_train_config([f"algo={algo}", "task=pendulum", "env.num_envs=64", "device=cuda"])

@@ -17,10 +17,12 @@ import torch
 from torch import nn
 
 from ctrl_rl.algos.pql import ROLES, StateBuffer, WeightBox
-from ctrl_rl.commands import evaluate, export, train
-from ctrl_rl.configure import load_train_config
+from ctrl_rl.app.configure import load_train_config
+from ctrl_rl.app.evaluate import evaluate
+from ctrl_rl.app.export import export
+from ctrl_rl.app.session import build_env
+from ctrl_rl.app.train import train
 from ctrl_rl.runners.pql import PQLRunner, RatioController
-from ctrl_rl.session import build_env
 
 log = logging.getLogger(__name__)
 

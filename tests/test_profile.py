@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from ctrl_rl.configure import load_train_config
-from ctrl_rl.runners.on_policy import make_runner
-from ctrl_rl.session import build_env
+from ctrl_rl.app.configure import load_train_config
+from ctrl_rl.app.session import build_env
+from ctrl_rl.runners import make_runner
 from ctrl_rl.utils.profiling import STAGES, StageTimer
 
 

@@ -12,11 +12,14 @@ import torch
 
 from ctrl_rl.algos.diagnostics import sampling_error
 from ctrl_rl.algos.losses import props_behavior_loss
-from ctrl_rl.algos.props import PROPS
-from ctrl_rl.commands import evaluate, export, train
+from ctrl_rl.algos.ppo import PPO
+from ctrl_rl.algos.props import make_props
+from ctrl_rl.app.configure import load_train_config
+from ctrl_rl.app.evaluate import evaluate
+from ctrl_rl.app.export import export
+from ctrl_rl.app.train import train
 from ctrl_rl.config import ConfigError
 from ctrl_rl.config_onpolicy import PROPSConfig
-from ctrl_rl.configure import load_train_config
 from ctrl_rl.nets.actor_critic import GaussianActor
 from ctrl_rl.nets.distributions import gaussian_kl
 
@@ -61,10 +64,10 @@ def test_sampling_error_is_the_kl_of_the_maximum_likelihood_fit():
     assert all(p.grad is None for p in actor.parameters())  # the measured actor is never touched
 
 
-def _filled_props(props_epochs: int = 16) -> PROPS:
+def _filled_props(props_epochs: int = 16) -> PPO:
     cfg = PROPSConfig(actor_hidden=[16], critic_hidden=[16], num_steps_per_env=8, props_num_minibatches=4,
                       props_epochs=props_epochs, props_learning_rate=1e-2, normalize_obs=False)
-    alg = PROPS(cfg, {"policy": 2}, 1, num_envs=16, device="cpu", seed=0)
+    alg = make_props(cfg, {"policy": 2}, 1, num_envs=16, device="cpu", seed=0)
     s = alg.storage
     g = torch.Generator().manual_seed(1)
     for _ in range(cfg.num_steps_per_env):
@@ -78,17 +81,18 @@ def _filled_props(props_epochs: int = 16) -> PROPS:
 
 def test_behavior_update_favours_the_actions_the_buffer_lacks():
     alg = _filled_props()
-    stats = alg.update_behavior([alg.storage])
+    stats = alg.source.update_behavior(alg.model.actor, [alg.storage], alg.generator)
     obs = alg.storage.actor_obs.reshape(-1, 2)
     with torch.no_grad():
-        b_mean, b_std = alg.behavior.distribution(obs)
+        b_mean, b_std = alg.source.behavior.distribution(obs)
         t_mean, t_std = alg.model.actor.distribution(obs)
     assert float((b_mean - t_mean).mean()) < -0.01  # pushed towards the negative, unsampled side
     assert float(gaussian_kl(b_mean, b_std, t_mean, t_std).mean()) < 2 * alg.cfg.props_target_kl
     assert stats["props_epochs"] > 0
     alg0 = _filled_props(props_epochs=0)
-    alg0.update_behavior([alg0.storage])
-    for (k, a), b in zip(alg0.behavior.state_dict().items(), alg0.model.actor.state_dict().values(), strict=True):
+    alg0.source.update_behavior(alg0.model.actor, [alg0.storage], alg0.generator)
+    pairs = zip(alg0.source.behavior.state_dict().items(), alg0.model.actor.state_dict().values(), strict=True)
+    for (k, a), b in pairs:
         torch.testing.assert_close(a, b, rtol=0, atol=0, msg=k)  # 0 epochs: on-policy sampling
 
 
@@ -97,11 +101,11 @@ def test_ring_keeps_the_newest_rollouts_and_recomputes_old_log_probs(tmp_path):
     cfg = load_train_config(SMALL + ["algo.buffer_batches=3"])
     state = torch.load(run / "replay_3.pt", weights_only=False)
     assert state["iteration"] == 3 and state["replay"]["num_kept"] == 2 and state["replay"]["head"] == 0
-    alg = PROPS(cfg.algo, {"policy": 3}, 1, 16, "cpu")
+    alg = make_props(cfg.algo, {"policy": 3}, 1, 16, "cpu")
     alg.load_state_dict(torch.load(run / "model_3.pt", weights_only=False)["algo"])
     alg.load_replay_state_dict(state["replay"])
-    assert len(alg.rollouts()) == 3 and alg.rollouts()[-1] is alg.storage
-    batch = alg.training_batch()
+    assert len(alg.source.rollouts()) == 3 and alg.source.rollouts()[-1] is alg.storage
+    batch = alg.source.training_batch(alg.model)
     assert batch["actions"].shape[0] == 3 * 16 * 16
     with torch.no_grad():
         mean, _ = alg.model.actor.distribution(batch["actor_obs"])

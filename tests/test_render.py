@@ -19,7 +19,7 @@ import torch
 from ctrl_rl.sims import SIMS, SimBackend
 from ctrl_rl.sims.render import OffscreenRenderer
 
-from ctrl_rl.commands import play
+from ctrl_rl.app.play import play
 from ctrl_rl.env import VecEnv
 from ctrl_rl.utils.video import VideoWriter, video_fps
 

@@ -10,10 +10,12 @@ from ctrl_rl.deploy.runtime import OnnxPolicy
 from ctrl_rl.sims import make_env
 
 from ctrl_rl.algos import make_algorithm
-from ctrl_rl.commands import evaluate, export, train
+from ctrl_rl.app.configure import config_from_dict, load_train_config
+from ctrl_rl.app.evaluate import evaluate
+from ctrl_rl.app.export import export
+from ctrl_rl.app.train import train
 from ctrl_rl.config import ConfigError
-from ctrl_rl.configure import config_from_dict, load_train_config
-from ctrl_rl.evaluate import run_episodes
+from ctrl_rl.episodes import run_episodes
 from ctrl_rl.nets.chunk import ChunkedActor, ChunkExecutor
 from ctrl_rl.nets.residual import LinearController
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from ctrl_rl.commands import train
-from ctrl_rl.configure import load_train_config
+from ctrl_rl.app.configure import load_train_config
+from ctrl_rl.app.session import build_env
+from ctrl_rl.app.train import train
 from ctrl_rl.runners.on_policy import OnPolicyRunner
-from ctrl_rl.session import build_env
 from ctrl_rl.utils.checkpoint import rng_state, save_atomic
 
 SMALL = ["task=pendulum", "env.num_envs=32", "algo.num_steps_per_env=16", "algo.actor_hidden=[32,32]",

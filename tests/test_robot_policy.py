@@ -12,7 +12,8 @@ from ctrl_rl.deploy.robot_policy import RobotPolicy, joint_index_map
 from ctrl_rl.robots.terms import ROBOT_SIGNALS
 from ctrl_rl.sims import make_env
 
-from ctrl_rl.commands import export, train
+from ctrl_rl.app.export import export
+from ctrl_rl.app.train import train
 
 TASK = "quadruped_velocity_flat"
 EXACT = {"obs_noise": 0.0, "max_action_delay": 0, "push_velocity": 0.0}  # what a robot never gets in training

@@ -9,9 +9,12 @@ import pytest
 import torch
 
 from ctrl_rl.algos.sac import SAC
-from ctrl_rl.commands import evaluate, export, train
-from ctrl_rl.config import ConfigError, SACConfig
-from ctrl_rl.configure import load_train_config
+from ctrl_rl.app.configure import load_train_config
+from ctrl_rl.app.evaluate import evaluate
+from ctrl_rl.app.export import export
+from ctrl_rl.app.train import train
+from ctrl_rl.config import ConfigError
+from ctrl_rl.config_offpolicy import SACConfig
 
 SMALL = ["algo=sac", "task=pendulum", "env.num_envs=8", "algo.learning_starts=16", "algo.batch_size=32",
          "algo.num_updates=2", "algo.actor_hidden=[16]", "algo.critic_hidden=[16]", "algo.buffer_size=4096",

@@ -8,8 +8,15 @@ import time
 import numpy as np
 import pytest
 from ctrl_rl.deploy.node import NodeParams
-from ctrl_rl.deploy.safety import (Mode, SafetyConfig, SafetyStateMachine, clamp_targets, find_fault, pose_fault,
-                                   tilt_angle)
+from ctrl_rl.deploy.safety import (
+    Mode,
+    SafetyConfig,
+    SafetyStateMachine,
+    clamp_targets,
+    find_fault,
+    pose_fault,
+    tilt_angle,
+)
 from ctrl_rl.deploy.stats import LoopTimer
 
 POSE = np.array([0.0, 0.8, -1.5])

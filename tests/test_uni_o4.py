@@ -13,13 +13,14 @@ import torch
 from ctrl_rl.deploy.runtime import OnnxPolicy
 
 from ctrl_rl.algos.uni_o4 import UniO4
-from ctrl_rl.commands import export, train
+from ctrl_rl.app.configure import load_train_config
+from ctrl_rl.app.export import export
+from ctrl_rl.app.session import build_env
+from ctrl_rl.app.train import train
 from ctrl_rl.config import ConfigError
-from ctrl_rl.configure import load_train_config
-from ctrl_rl.evaluate import collect_dataset, random_policy
+from ctrl_rl.episodes import collect_dataset, random_policy
 from ctrl_rl.nets.dynamics import DynamicsEnsemble
-from ctrl_rl.runners.on_policy import make_runner
-from ctrl_rl.session import build_env
+from ctrl_rl.runners import make_runner
 from ctrl_rl.storage.dataset import Dataset
 
 TINY = ["env.num_envs=8", "algo.num_steps_per_env=16", "algo.num_minibatches=2", "algo.pretrain_iterations=2",
@@ -167,11 +168,11 @@ def test_online_phase_starts_from_the_offline_policy_and_value(pendulum_data):
 @pytest.mark.parametrize("std_type", ["state_dependent", "scalar"])
 def test_hand_over_options_reset_exploration_warm_up_the_critic_and_adapt_only_the_actor(pendulum_data, std_type):
     """``online_init_std`` keeps the offline mean and sets the std everywhere; during
-    ``online_critic_warmup`` only the critic moves; then the adaptive schedule moves the actor's
+    ``critic_warmup`` only the critic moves; then the adaptive schedule moves the actor's
     learning rate and leaves the critic's at ``critic_learning_rate``."""
     cfg = load_train_config(["task=pendulum", "algo=uni_o4", f"dataset={pendulum_data}", *TINY,
                              f"algo.std_type={std_type}", "algo.online_init_std=0.7", "algo.schedule=adaptive",
-                             "algo.desired_kl=0.02", "algo.online_critic_warmup=1", "algo.learning_rate=2e-5",
+                             "algo.desired_kl=0.02", "algo.critic_warmup=1", "algo.learning_rate=2e-5",
                              "algo.critic_learning_rate=3e-4"])
     alg = _algo(cfg, Dataset.load_hdf5(pendulum_data))
     while not alg.offline_done:
@@ -191,7 +192,7 @@ def test_hand_over_options_reset_exploration_warm_up_the_critic_and_adapt_only_t
         for _ in range(cfg.algo.num_steps_per_env):
             alg.act({"policy": torch.randn(8, 3, generator=g)})
             alg.process_step({"policy": torch.randn(8, 3, generator=g)}, torch.randn(8, generator=g), no, no, {})
-        alg.compute_returns()
+        alg.prepare_update()
         return alg.update()
 
     actor, critic = ({k: v.clone() for k, v in m.state_dict().items()} for m in (alg.model.actor, alg.model.critic))
@@ -199,11 +200,11 @@ def test_hand_over_options_reset_exploration_warm_up_the_critic_and_adapt_only_t
     assert stats["surrogate"] == 0.0 and stats["value"] > 0.0
     assert all(torch.equal(v, alg.model.actor.state_dict()[k]) for k, v in actor.items())
     assert not all(torch.equal(v, alg.model.critic.state_dict()[k]) for k, v in critic.items())
-    actor_group, critic_group = alg.optimizer.param_groups
+    actor_group, critic_group = alg.ppo.optimizer.param_groups
     assert actor_group["lr"] == 2e-5
     update()  # a 2e-5 step's KL is far below desired_kl: the actor's step grows, the critic's stays
     assert not all(torch.equal(v, alg.model.actor.state_dict()[k]) for k, v in actor.items())
-    assert actor_group["lr"] > 2e-5 and actor_group["lr"] == alg.learning_rate
+    assert actor_group["lr"] > 2e-5 and actor_group["lr"] == alg.ppo.lr.value
     assert critic_group["lr"] == 3e-4
 
 
@@ -272,14 +273,14 @@ def test_runs_on_a_mujoco_task_whose_critic_has_privileged_observations(tmp_path
 def test_a_fresh_online_critic_reads_the_privileged_group_and_learns_its_own_statistics(tmp_path):
     """``online_critic=fresh`` on ctrl_quad: PPO's critic on the env's ``critic`` group (not the
     offline V), its normalizer fed online while the actor keeps the dataset's; with
-    ``online_critic_warmup=1`` the actor is still the offline policy after the first online update
+    ``critic_warmup=1`` the actor is still the offline policy after the first online update
     (its std cloned: the quadruped's tune file would reset it to 0.3)."""
     env = build_env(load_train_config(["task=quadruped_velocity_flat"]), num_envs=8, seed=0)
     data = collect_dataset(env, random_policy(env, 0), 60, seed=0)
     path = data.save_hdf5(tmp_path / "quad.hdf5")
     run = train(["task=quadruped_velocity_flat", "algo=uni_o4", f"dataset={path}", *TINY[1:],
                  "env.num_envs=8", "algo.num_steps_per_env=8", "algo.eval_interval=0", "algo.select_episodes=0",
-                 "algo.online_critic=fresh", "algo.online_critic_warmup=1", "algo.online_init_std=null",
+                 "algo.online_critic=fresh", "algo.critic_warmup=1", "algo.online_init_std=null",
                  "runner.save_interval=1",
                  f"runner.log_root={tmp_path}"])
     at_hand_over, warmed, tuned = (torch.load(run / f"model_{i}.pt", weights_only=False)["algo"] for i in (4, 5, 6))

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ctrl_rl.algos.base import Learner
 from ctrl_rl.config_offline import BCConfig
 from ctrl_rl.env import Obs
 from ctrl_rl.nets.actor_critic import GaussianActor, concat_groups, resolve_groups
@@ -22,6 +23,8 @@ from ctrl_rl.nets.chunk import ChunkedActor
 from ctrl_rl.nets.distributions import censored_gaussian_log_prob
 from ctrl_rl.nets.flow import FlowActor
 from ctrl_rl.nets.normalizer import EmpiricalNormalizer
+from ctrl_rl.registry import register_learner
+from ctrl_rl.runners.offline import OfflineRunner
 from ctrl_rl.storage.dataset import Dataset
 from ctrl_rl.utils.guards import check_finite
 
@@ -53,11 +56,12 @@ class BCModel(nn.Module):
         return concat_groups(obs, self.actor_obs)
 
 
-class BC:
+class BC(Learner):
     """Owns the policy, its optimizer and the dataset on the training device."""
 
-    def __init__(self, cfg: BCConfig, obs_dims: dict[str, int], action_dim: int, device: torch.device | str,
-                 seed: int = 0, action_bounds: tuple[float, float] | None = None):
+    def __init__(self, cfg: BCConfig, obs_dims: dict[str, int], action_dim: int, num_envs: int,
+                 device: torch.device | str, seed: int = 0, action_bounds: tuple[float, float] | None = None,
+                 inference_only: bool = False):
         self.cfg, self.device, self.action_dim = cfg, torch.device(device), action_dim
         self.censor = tuple(action_bounds) if cfg.censor_bounds and action_bounds is not None else None
         """The bounds the dataset's actions were clipped to, when the likelihood treats them as censored."""
@@ -127,3 +131,6 @@ class BC:
         self.num_updates = state.get("num_updates", 0)
         if restore_rng:
             self.generator.set_state(state["generator"])
+
+
+register_learner("bc", config=BCConfig, build=BC, runner=OfflineRunner)

@@ -4,31 +4,36 @@ Beyond rsl_rl: truncated episodes bootstrap from ``V(final_obs)`` (the true last
 every epoch draws a fresh minibatch permutation, values can be learned in a normalized
 target space, and the critic is evaluated once per rollout in two large batches instead
 of once per env step.
+
+Its family is built by composition, not subclassing: a policy head (``algos/heads.py``:
+Gaussian; FPO's flow; the residual on a frozen base) owns sampling and the surrogate, a rollout
+source (``algos/rollouts.py``: one rollout; PROPS's ring with a behavior policy) owns what the
+update trains on, and a :class:`~ctrl_rl.algos.schedule.LearningRate` owns the step size.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 
 from ctrl_rl import distributed
+from ctrl_rl.algos.base import Learner
 from ctrl_rl.algos.diagnostics import sampling_error
 from ctrl_rl.algos.graphs import CapturedStep
-from ctrl_rl.algos.losses import (
-    adaptive_kl_learning_rate,
-    compute_gae,
-    explained_variance,
-    ppo_surrogate_loss,
-    value_loss,
-)
-from ctrl_rl.config import PPOConfig
+from ctrl_rl.algos.heads import GaussianHead
+from ctrl_rl.algos.losses import compute_gae, explained_variance, value_loss
+from ctrl_rl.algos.rollouts import OneRollout
+from ctrl_rl.algos.schedule import LearningRate
+from ctrl_rl.config_onpolicy import PPOConfig
 from ctrl_rl.env import Obs
 from ctrl_rl.nets.actor_critic import ActorCritic
-from ctrl_rl.nets.distributions import gaussian_entropy, gaussian_kl, gaussian_log_prob
 from ctrl_rl.nets.normalizer import EmpiricalNormalizer
+from ctrl_rl.registry import register_learner
+from ctrl_rl.runners.on_policy import OnPolicyRunner
 from ctrl_rl.storage.rollout import Minibatch, RolloutStorage, minibatches
 from ctrl_rl.utils.guards import check_finite
 
@@ -44,72 +49,83 @@ def normalize_advantages(adv: torch.Tensor) -> torch.Tensor:
     return (adv - mean.to(adv.dtype)) / (std + 1e-8)
 
 
-class PPO:
-    """Owns the actor-critic, its optimizer, the rollout storage and the PPO update."""
+class PPO(Learner):
+    """Owns the actor-critic, its optimizer, the rollout source and the PPO update."""
 
     def __init__(self, cfg: PPOConfig, obs_dims: dict[str, int], action_dim: int, num_envs: int,
-                 device: torch.device | str, seed: int = 0):
+                 device: torch.device | str, seed: int = 0, action_bounds: tuple[float, float] | None = (-1.0, 1.0),
+                 inference_only: bool = False, *, model: ActorCritic | None = None, head: GaussianHead | None = None,
+                 source: Callable[[RolloutStorage], OneRollout] = OneRollout):
+        """``model``, ``head`` and ``source`` compose a variant (defaults: Gaussian PPO on one rollout);
+        ``source`` builds the rollout source around the first storage."""
         self.cfg = cfg
         self.device = torch.device(device)
-        self.model = self.make_model(obs_dims, action_dim).to(self.device)
-        self.learning_rate = cfg.learning_rate
-        self.optimizer = self.make_optimizer()
+        self.model = (model or ActorCritic(obs_dims, action_dim, cfg)).to(self.device)
+        self.head = head or GaussianHead()
+        self.optimizer, self.lr = self._make_optimizer()
         self.value_normalizer = (
             EmpiricalNormalizer(1, eps=1e-8, clip=None).to(self.device) if cfg.normalize_value else None
         )
-        actor_dim = self.model.actor_dim
+        self.observe_groups = ("actor", "critic")
+        """Whose observation normalizers the collected data updates (a fine-tuning hand-over may keep
+        the actor's statistics fixed: ``()`` or ``("critic",)``)."""
         critic_dim = sum(obs_dims[g] for g in self.model.critic_obs)
-        self.storage = RolloutStorage(cfg.num_steps_per_env, num_envs, actor_dim, critic_dim, action_dim, self.device,
-                                      extra_shapes=self.extra_storage_shapes(action_dim))
+        storage = RolloutStorage(cfg.num_steps_per_env, num_envs, self.model.actor_dim, critic_dim, action_dim,
+                                 self.device, extra_shapes=self.head.storage_shapes(action_dim))
         # Own RNG for action noise and minibatch order: reproducible, and saved in checkpoints.
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
+        self.source = source(storage)
         self.num_updates = 0  # completed updates (checkpointed: schedules keyed on it resume exactly)
-        self.total_updates: int | None = None  # the run's length, set by the runner (``schedule=linear``)
+        self.total_updates: int | None = None  # the run's length (``schedule=linear``)
         self.last_sampling_error: float | None = None
         self._loss = torch.compile(self.minibatch_loss) if cfg.compile else self.minibatch_loss
         self._step = CapturedStep(self._update_minibatch, self.device) if cfg.cudagraphs else self._update_minibatch
 
-    def make_optimizer(self) -> torch.optim.Optimizer:
-        """Adam over the actor-critic. With ``compile``/``cudagraphs`` its learning rate is a device
-        tensor the adaptive schedule updates in place (capturable Adam on CUDA for graphs)."""
-        graph_safe = self.cfg.compile or self.cfg.cudagraphs
-        lr = torch.tensor(self.cfg.learning_rate, device=self.device) if graph_safe else self.cfg.learning_rate
-        capturable = self.cfg.cudagraphs and self.device.type == "cuda"
-        return torch.optim.Adam(self.model.parameters(), lr=lr, capturable=capturable)
+    def _make_optimizer(self) -> tuple[torch.optim.Optimizer, LearningRate]:
+        """Adam over the actor-critic, the critic in a group of its own when ``critic_learning_rate``
+        is set (outside the schedule). With ``compile``/``cudagraphs`` the scheduled step size is a
+        device tensor (capturable Adam on CUDA for graphs)."""
+        cfg, model = self.cfg, self.model
+        on_device = cfg.compile or cfg.cudagraphs
+        if cfg.critic_learning_rate is None:
+            groups = [{"params": list(model.parameters())}]
+        else:
+            groups = [{"params": list(model.actor.parameters())},
+                      {"params": list(model.critic.parameters()), "lr": cfg.critic_learning_rate}]
+        capturable = cfg.cudagraphs and self.device.type == "cuda"
+        optimizer = torch.optim.Adam(groups, lr=cfg.learning_rate, capturable=capturable)
+        return optimizer, LearningRate(cfg, optimizer, 1, self.device, on_device)
 
-    def make_model(self, obs_dims: dict[str, int], action_dim: int) -> ActorCritic:
-        """The actor-critic (FPO swaps in a flow actor)."""
-        return ActorCritic(obs_dims, action_dim, self.cfg)
+    @property
+    def storage(self) -> RolloutStorage:
+        """The rollout being collected."""
+        return self.source.storage
 
-    def extra_storage_shapes(self, action_dim: int) -> dict[str, tuple[int, ...]]:
-        """Per-step tensors the learner stores beyond PPO's (``RolloutStorage.extra_shapes``)."""
-        return {}
+    def set_run_length(self, updates: int) -> None:
+        self.total_updates = updates
 
     # ------------------------------------------------------------------ rollout
-    @property
-    def behavior_actor(self) -> nn.Module:
-        """The policy that collects: the one being trained (PROPS collects with another)."""
-        return self.model.actor
-
-    def rollouts(self) -> list[RolloutStorage]:
-        """The rollouts the next update trains on: the one just collected (PROPS keeps several)."""
-        return [self.storage]
-
     @torch.no_grad()
     def act(self, obs: Obs) -> torch.Tensor:
-        """Sample actions for ``obs`` and record the step's inputs in storage."""
+        """Sample actions for ``obs`` from the collecting policy and record the step in storage."""
         actor_in, critic_in = self.model.actor_input(obs), self.model.critic_input(obs)
-        self.update_normalizers(actor_in, critic_in)
-        mean, std = self.behavior_actor.distribution(actor_in)
-        noise = torch.randn(mean.shape, generator=self.generator, device=self.device)
-        actions = mean + std * noise
-        self.storage.add(actor_in, critic_in, actions, gaussian_log_prob(actions, mean, std), mean, std)
+        self._observe(actor_in, critic_in)
+        actions, log_prob, mean, std, extra = self.head.sample(self.source.behavior_actor(self.model), actor_in,
+                                                               self.generator)
+        self.storage.add(actor_in, critic_in, actions, log_prob, mean, std, **extra)
         return actions
 
-    def update_normalizers(self, actor_in: torch.Tensor, critic_in: torch.Tensor) -> None:
-        """Fold the step's observations into the running statistics (Uni-O4 keeps its dataset's)."""
-        self.model.update_normalizers(actor_in, critic_in)
+    def _observe(self, actor_in: torch.Tensor, critic_in: torch.Tensor) -> None:
+        """Fold the step's observations into the running statistics of ``observe_groups``."""
+        if self.observe_groups == ("actor", "critic"):
+            self.model.update_normalizers(actor_in, critic_in)
+        elif self.observe_groups:
+            from ctrl_rl.nets.normalizer import observe
+
+            inputs = {"actor": (self.model.actor.normalizer, actor_in),
+                      "critic": (self.model.critic.normalizer, critic_in)}
+            observe(tuple(inputs[g] for g in self.observe_groups))
 
     @torch.no_grad()
     def process_step(self, next_obs: Obs, rewards: torch.Tensor, terminated: torch.Tensor,
@@ -118,16 +134,18 @@ class PPO:
         next_critic = self.model.critic_input(next_obs)
         final_critic = self.model.critic_input(info["final_obs"]) if "final_obs" in info else next_critic
         self.storage.add_outcome(rewards, terminated, truncated, next_critic, final_critic)
+        self.head.episodes_ended(self.model, terminated | truncated)
 
     def _values(self, critic_in: torch.Tensor) -> torch.Tensor:
         v = self.model.critic(critic_in)
         return self.value_normalizer.denormalize(v.unsqueeze(-1)).squeeze(-1) if self.value_normalizer else v
 
     @torch.no_grad()
-    def compute_returns(self) -> None:
+    def prepare_update(self) -> None:
         """GAE advantages and returns of every rollout the update will use, under the current critic."""
-        for storage in self.rollouts():
+        for storage in self.source.rollouts():
             self._compute_returns(storage)
+
 
     def _compute_returns(self, s: RolloutStorage) -> None:
         """Evaluate the critic on the whole rollout and compute GAE advantages and returns.
@@ -150,30 +168,23 @@ class PPO:
         s.returns.copy_(ret)
 
     # ------------------------------------------------------------------ update
-    def training_batch(self) -> dict[str, torch.Tensor]:
-        """Every sample of :meth:`rollouts` flattened, keyed like ``Minibatch``'s fields."""
-        flats = [s.flat() for s in self.rollouts()]
-        return flats[0] if len(flats) == 1 else {k: torch.cat([f[k] for f in flats]) for k in flats[0]}
-
     def update(self) -> dict[str, float]:
-        """PPO epochs over :meth:`training_batch`; returns mean losses and diagnostics."""
+        """PPO epochs over the source's training batch; returns mean losses and diagnostics."""
         cfg = self.cfg
-        if cfg.schedule == "linear":
-            self._anneal_learning_rate()
-        batch = self.training_batch()
+        self.lr.anneal(self.num_updates, self.total_updates)
+        batch = self.source.training_batch(self.model)
         out_pre: dict[str, float] = {}
         if cfg.sampling_error_steps > 0:  # measured on the data before it trains the policy
             if self.num_updates % cfg.sampling_error_interval == 0:
                 self.last_sampling_error = sampling_error(self.model.actor, batch["actor_obs"], batch["actions"],
                                                           cfg.sampling_error_steps)
             out_pre["sampling_error"] = self.last_sampling_error
-        adv = batch["advantages"]
         if cfg.normalize_advantage:
-            batch["advantages"] = normalize_advantages(adv)
+            batch["advantages"] = normalize_advantages(batch["advantages"])
         if self.value_normalizer is not None:
             self.value_normalizer.update(batch["returns"].reshape(-1, 1))
         # the minibatch size stays PPO's when the update trains on several rollouts (PROPS)
-        num_minibatches = cfg.num_minibatches * len(self.rollouts())
+        num_minibatches = cfg.num_minibatches * len(self.source.rollouts())
         totals: dict[str, torch.Tensor] = {}
         n = 0
         for _ in range(cfg.num_learning_epochs):
@@ -183,11 +194,8 @@ class PPO:
                     totals[k] = totals.get(k, 0.0) + v
                 n += 1
         out = {k: float(v) / n for k, v in totals.items()}  # the update's one host read of its stats
-        lr = self.optimizer.param_groups[0]["lr"]
-        if isinstance(lr, torch.Tensor):
-            self.learning_rate = float(lr)
-        out["learning_rate"] = self.learning_rate
-        if hasattr(self.model.actor, "distribution"):  # a Gaussian actor (a flow policy has no std)
+        out["learning_rate"] = self.lr.read()
+        if self.head.gaussian:
             out["mean_std"] = float(batch["old_std"].mean())
         with torch.no_grad():
             out["explained_variance"] = float(explained_variance(batch["old_values"], batch["returns"]))
@@ -196,46 +204,19 @@ class PPO:
                          hint="lower algo.learning_rate, keep algo.normalize_obs=true, "
                               "or check rewards for huge values")
         out.update(out_pre)
-        out.update(self.after_update())
+        out.update(self.source.after_update(self.model, self.generator))
         self.num_updates += 1
         return out
 
-    def _anneal_learning_rate(self) -> None:
-        """``lr = learning_rate * (1 - k / K)`` at update k of K (CleanRL's anneal_lr): never 0."""
-        if not self.total_updates:
-            raise RuntimeError("schedule=linear needs the run's length: the runner sets PPO.total_updates")
-        self.learning_rate = self.cfg.learning_rate * max(1.0 - self.num_updates / self.total_updates, 0.0)
-        for group in self.scheduled_param_groups():
-            if isinstance(group["lr"], torch.Tensor):
-                group["lr"].fill_(self.learning_rate)
-            else:
-                group["lr"] = self.learning_rate
-
-    def after_update(self) -> dict[str, float]:
-        """Make room for the next rollout; returns extra stats to log (PROPS trains its behavior policy)."""
-        self.storage.clear()
-        return {}
-
-    def policy_loss(self, mb: Minibatch) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-        """``(surrogate, entropy, stats)`` of the actor on ``mb``: Gaussian PPO. With the adaptive
-        schedule ``stats["kl"]`` (no gradient) steers the learning rate (FPO replaces this with its
-        flow-matching ratio)."""
-        cfg = self.cfg
-        mean, std = self.model.actor.distribution(mb.actor_obs)
-        stats: dict[str, torch.Tensor] = {}
-        if cfg.schedule == "adaptive":
-            with torch.no_grad():
-                stats["kl"] = gaussian_kl(mb.old_mean, mb.old_std, mean, std).mean()
-        log_prob = gaussian_log_prob(mb.actions, mean, std)
-        surrogate, clip_frac, approx_kl = ppo_surrogate_loss(log_prob, mb.old_log_prob, mb.advantages, cfg.clip_param)
-        return surrogate, gaussian_entropy(std).mean(), {"approx_kl": approx_kl, "clip_fraction": clip_frac, **stats}
-
     def minibatch_loss(self, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The PPO loss on ``mb`` and its detached statistics: a pure function of the networks'
-        state (what ``compile`` compiles)."""
+        state (what ``compile`` compiles). During the first ``critic_warmup`` updates the critic's alone."""
         cfg = self.cfg
-        surrogate, entropy, stats = self.policy_loss(mb)
         v_loss = self.critic_loss(mb)
+        if self.num_updates < cfg.critic_warmup:
+            zero = v_loss.new_zeros(())
+            return cfg.value_loss_coef * v_loss, {"value": v_loss.detach(), "surrogate": zero, "entropy": zero}
+        surrogate, entropy, stats = self.head.loss(self.model.actor, mb, cfg)
         loss = surrogate + cfg.value_loss_coef * v_loss - cfg.entropy_coef * entropy
         return loss, {"value": v_loss.detach(), "surrogate": surrogate.detach(), "entropy": entropy.detach(), **stats}
 
@@ -258,61 +239,57 @@ class PPO:
         loss.backward()
         kl = distributed.all_reduce_grads(self.model.parameters(), extra=kl)  # every rank's KL, same collective
         if kl is not None:
-            self._adapt_learning_rate(kl)
+            self.lr.adapt(kl)
         nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
         self.optimizer.step()
         return stats
 
-    def _adapt_learning_rate(self, kl: torch.Tensor) -> None:
-        """rsl_rl's adaptive schedule (``kl``: every rank's mean); on the device with a tensor learning rate."""
-        cfg = self.cfg
-        lr = self.optimizer.param_groups[0]["lr"]
-        if isinstance(lr, torch.Tensor):  # compile / cudagraphs: no host sync per minibatch
-            lr.copy_(adaptive_kl_learning_rate(lr, kl, cfg.desired_kl, 1.5, cfg.min_learning_rate,
-                                               cfg.max_learning_rate))
-            return
-        self.learning_rate = adaptive_kl_learning_rate(self.learning_rate, float(kl), cfg.desired_kl, 1.5,
-                                                       cfg.min_learning_rate, cfg.max_learning_rate)
-        for group in self.scheduled_param_groups():
-            group["lr"] = self.learning_rate
-
-    def scheduled_param_groups(self) -> list[dict[str, Any]]:
-        """The optimizer groups the learning-rate schedule steers (all; Uni-O4: the actor's only)."""
-        return self.optimizer.param_groups
-
     # ------------------------------------------------------------------ inference / io
     def inference_policy(self) -> nn.Module:
-        """The deterministic policy (normalizer + actor mean) on raw actor observations."""
-        return self.model.actor
+        """The deterministic policy on raw actor observations."""
+        return self.head.inference_policy(self.model)
 
     def state_dict(self) -> dict[str, Any]:
         return {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
-            "learning_rate": self.learning_rate,
+            "learning_rate": self.lr.read(),
             "value_normalizer": self.value_normalizer.state_dict() if self.value_normalizer else None,
             "generator": self.generator.get_state(),
             "num_updates": self.num_updates,
             "last_sampling_error": self.last_sampling_error,
+            **self.source.state_dict(),
+            "episode_state": self.head.episode_state(self.model),
         }
 
     def load_state_dict(self, state: dict[str, Any], restore_rng: bool = True) -> None:
         """Restore a checkpoint; ``restore_rng=False`` for inference (eval/export on any device)."""
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
-        for group in self.optimizer.param_groups:  # a checkpoint of the other lr kind (compile on/off)
-            if self.cfg.compile or self.cfg.cudagraphs:
-                group["lr"] = torch.as_tensor(group["lr"], dtype=torch.float32, device=self.device).clone()
-            elif isinstance(group["lr"], torch.Tensor):
-                group["lr"] = float(group["lr"])
-        self.learning_rate = state["learning_rate"]
+        self.lr.set(state["learning_rate"])  # either lr form, whichever the checkpoint was written with
         self.num_updates = state.get("num_updates", 0)
         self.last_sampling_error = state.get("last_sampling_error")
         if self.value_normalizer is not None and state.get("value_normalizer") is not None:
             self.value_normalizer.load_state_dict(state["value_normalizer"])
+        self.source.load_state_dict(state)
         if restore_rng:
+            if state.get("episode_state"):  # training resume: where each env's policy state is
+                self.head.load_episode_state(self.model, state["episode_state"])
             try:
                 self.generator.set_state(state["generator"])
             except RuntimeError:  # CPU and CUDA generator states differ in layout
                 log.warning("action-noise RNG state comes from another device type: reseeded "
                             "(resume is exact only on the device that wrote the checkpoint)")
+
+    @property
+    def keeps_replay(self) -> bool:  # type: ignore[override]
+        return self.source.keeps_replay
+
+    def replay_state_dict(self) -> dict[str, Any]:
+        return self.source.replay_state_dict()
+
+    def load_replay_state_dict(self, state: dict[str, Any]) -> None:
+        self.source.load_replay_state_dict(state)
+
+
+register_learner("ppo", config=PPOConfig, build=PPO, runner=OnPolicyRunner, torchrun=True)

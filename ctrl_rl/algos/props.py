@@ -8,8 +8,9 @@ keeps the newest ``b`` rollouts and, before each collection, adapts a *behavior*
 buffer as a whole looks more like a sample from π_θ. The target is trained by PPO on the whole
 buffer with log-probs, values and GAE recomputed under the current π_θ and critic.
 
-Everything else is PPO's (storage, losses, minibatching, checkpoints): this module adds only
-the buffer of rollouts, the behavior policy and its update. One simplification from the paper:
+PROPS is PPO with :class:`PROPSRollouts` as its rollout source; everything else is PPO's (storage,
+losses, minibatching, checkpoints): this module adds only the ring of rollouts, the behavior
+policy and its update. One simplification from the paper:
 the behavior update runs once per collection phase, not every ``m`` env steps within it.
 """
 
@@ -24,28 +25,29 @@ from torch import nn
 from ctrl_rl import distributed
 from ctrl_rl.algos.losses import props_behavior_loss
 from ctrl_rl.algos.ppo import PPO
+from ctrl_rl.algos.rollouts import OneRollout
 from ctrl_rl.config_onpolicy import PROPSConfig
 from ctrl_rl.nets.distributions import gaussian_kl, gaussian_log_prob
+from ctrl_rl.registry import register_learner
+from ctrl_rl.runners.on_policy import OnPolicyRunner
 from ctrl_rl.storage.rollout import RolloutStorage, minibatch_indices
 
 
-class PROPS(PPO):
-    """PPO on a ring of ``buffer_batches`` rollouts, collected by an adapted behavior policy."""
+class PROPSRollouts(OneRollout):
+    """A ring of ``buffer_batches`` rollouts, collected by a behavior policy π_φ adapted after each update."""
 
-    cfg: PROPSConfig
+    keeps_replay = True
 
-    def __init__(self, cfg: PROPSConfig, obs_dims: dict[str, int], action_dim: int, num_envs: int,
-                 device: torch.device | str, seed: int = 0):
-        super().__init__(cfg, obs_dims, action_dim, num_envs, device, seed=seed)
-        self.behavior = copy.deepcopy(self.model.actor)  # π_φ; reset to π_θ before each collection
+    def __init__(self, storage: RolloutStorage, actor: nn.Module, cfg: PROPSConfig):
+        super().__init__(storage)
+        self.cfg = cfg
+        self.behavior = copy.deepcopy(actor)  # π_φ; reset to π_θ before each collection
         self.behavior_optimizer = torch.optim.Adam(self.behavior.parameters(), lr=cfg.props_learning_rate, eps=1e-5)
-        self.ring = [self.storage] + [self.storage.new_like() for _ in range(cfg.buffer_batches - 1)]
+        self.ring = [storage] + [storage.new_like() for _ in range(cfg.buffer_batches - 1)]
         self.head = 0  # ring index of the rollout being collected (self.storage)
         self.num_kept = 0  # finished rollouts in the ring besides the head, newest at head - 1
 
-    # ------------------------------------------------------------------ buffer
-    @property
-    def behavior_actor(self) -> nn.Module:
+    def behavior_actor(self, model: nn.Module) -> nn.Module:
         return self.behavior
 
     def _ring_before_head(self, count: int) -> list[RolloutStorage]:
@@ -57,41 +59,42 @@ class PROPS(PPO):
         """The kept rollouts and the one just collected, oldest first."""
         return [*self._ring_before_head(self.num_kept), self.storage]
 
-    def training_batch(self) -> dict[str, torch.Tensor]:
+    def training_batch(self, model: nn.Module) -> dict[str, torch.Tensor]:
         """The buffer's samples with the "old" policy recomputed as the current π_θ: the PPO
         ratio measures the update's step from π_θ, whichever policy collected the data."""
-        batch = super().training_batch()
+        batch = super().training_batch(model)
         with torch.no_grad():
-            mean, std = self.model.actor.distribution(batch["actor_obs"])
+            mean, std = model.actor.distribution(batch["actor_obs"])
         batch["old_mean"], batch["old_std"] = mean, std
         batch["old_log_prob"] = gaussian_log_prob(batch["actions"], mean, std)
         return batch
 
-    def after_update(self) -> dict[str, float]:
+    def after_update(self, model: nn.Module, generator: torch.Generator) -> dict[str, float]:
         """Advance the ring (the oldest rollout makes room), then adapt π_φ to what stays."""
         self.num_kept = min(self.num_kept + 1, len(self.ring) - 1)
         self.head = (self.head + 1) % len(self.ring)
         self.storage = self.ring[self.head]
         self.storage.clear()
-        return self.update_behavior(self._ring_before_head(self.num_kept))
+        return self.update_behavior(model.actor, self._ring_before_head(self.num_kept), generator)
 
     # ------------------------------------------------------------------ behavior update
-    def update_behavior(self, kept: list[RolloutStorage]) -> dict[str, float]:
+    def update_behavior(self, target: nn.Module, kept: list[RolloutStorage],
+                        generator: torch.Generator) -> dict[str, float]:
         """φ ← θ, then up to ``props_epochs`` epochs of the PROPS loss on the ``kept`` rollouts,
         stopping once KL(π_φ || π_θ) on a minibatch exceeds ``props_target_kl``."""
         cfg = self.cfg
-        self.behavior.load_state_dict(self.model.actor.state_dict())  # normalizer statistics too
+        self.behavior.load_state_dict(target.state_dict())  # normalizer statistics too
         stats = {"props_loss": 0.0, "props_kl": 0.0, "props_epochs": 0.0}
         if cfg.props_epochs == 0 or not kept:
             return stats
         obs = torch.cat([s.actor_obs.reshape(-1, s.actor_obs.shape[-1]) for s in kept])
         actions = torch.cat([s.actions.reshape(-1, s.actions.shape[-1]) for s in kept])
         with torch.no_grad():
-            t_mean, t_std = self.model.actor.distribution(obs)
+            t_mean, t_std = target.distribution(obs)
             t_log_prob = gaussian_log_prob(actions, t_mean, t_std)
         steps, loss_sum, kl = 0, 0.0, 0.0
         for epoch in range(cfg.props_epochs):
-            batches = minibatch_indices(obs.shape[0], cfg.props_num_minibatches, self.generator, self.device)
+            batches = minibatch_indices(obs.shape[0], cfg.props_num_minibatches, generator, obs.device)
             for i, idx in enumerate(batches):
                 mean, std = self.behavior.distribution(obs[idx])
                 kl_per_state = gaussian_kl(mean, std, t_mean[idx], t_std[idx])
@@ -113,11 +116,9 @@ class PROPS(PPO):
 
     # ------------------------------------------------------------------ io
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "behavior": self.behavior.state_dict(),
-                "behavior_optimizer": self.behavior_optimizer.state_dict()}
+        return {"behavior": self.behavior.state_dict(), "behavior_optimizer": self.behavior_optimizer.state_dict()}
 
-    def load_state_dict(self, state: dict[str, Any], restore_rng: bool = True) -> None:
-        super().load_state_dict(state, restore_rng)
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         self.behavior.load_state_dict(state["behavior"])
         self.behavior_optimizer.load_state_dict(state["behavior_optimizer"])
 
@@ -130,3 +131,15 @@ class PROPS(PPO):
         for s, saved in zip(self.ring, state["ring"], strict=True):
             s.load_state_dict(saved)
         self.storage = self.ring[self.head]
+
+
+def make_props(cfg: PROPSConfig, obs_dims: dict[str, int], action_dim: int, num_envs: int,
+               device: torch.device | str, seed: int = 0, action_bounds: tuple[float, float] | None = (-1.0, 1.0),
+               inference_only: bool = False) -> PPO:
+    """PPO on a :class:`PROPSRollouts` ring."""
+    alg = PPO(cfg, obs_dims, action_dim, num_envs, device, seed=seed)
+    alg.source = PROPSRollouts(alg.storage, alg.model.actor, cfg)
+    return alg
+
+
+register_learner("props", config=PROPSConfig, build=make_props, runner=OnPolicyRunner, torchrun=True)

@@ -3,8 +3,8 @@
 Everything PPO does is unchanged; the model puts the base in front of the actor
 (:class:`~ctrl_rl.nets.residual.ResidualActorCritic`), so the stored actor input is
 ``[obs, a_base]`` and the ratio and KL are those of the composed Gaussian. This module builds
-the base from ``algo.base`` and keeps a chunking base's per-env state across episodes and
-checkpoints.
+the base from ``algo.base``, and its head keeps a chunking base's per-env state across episodes
+and checkpoints.
 """
 
 from __future__ import annotations
@@ -14,11 +14,13 @@ from typing import Any
 import torch
 from torch import nn
 
+from ctrl_rl.algos.heads import GaussianHead
 from ctrl_rl.algos.ppo import PPO
 from ctrl_rl.config_onpolicy import ResidualConfig
-from ctrl_rl.env import Obs
 from ctrl_rl.nets.chunk import ChunkExecutor
 from ctrl_rl.nets.residual import LinearController, OnnxBase, ResidualActorCritic
+from ctrl_rl.registry import register_learner
+from ctrl_rl.runners.on_policy import OnPolicyRunner
 
 
 def load_base(cfg: ResidualConfig, obs_dims: dict[str, int], action_dim: int,
@@ -36,7 +38,7 @@ def load_base(cfg: ResidualConfig, obs_dims: dict[str, int], action_dim: int,
     if cfg.base.endswith(".onnx"):
         return OnnxBase(cfg.base, obs_dim, action_dim)
     from ctrl_rl.algos import make_algorithm
-    from ctrl_rl.session import find_checkpoint, load_checkpoint
+    from ctrl_rl.app.session import find_checkpoint, load_checkpoint
 
     path = find_checkpoint(cfg.base)
     base_cfg, state = load_checkpoint(path)
@@ -52,36 +54,36 @@ def load_base(cfg: ResidualConfig, obs_dims: dict[str, int], action_dim: int,
     return alg.inference_policy()
 
 
-class ResidualPPO(PPO):
-    """PPO on :class:`ResidualActorCritic`; the base is frozen and never updated."""
+class ResidualHead(GaussianHead):
+    """The Gaussian head of :class:`~ctrl_rl.nets.residual.ResidualActorCritic`: a chunking base
+    replans at each new episode, keeps where each env is in its chunk across checkpoints, and the
+    deterministic policy is base + residual mean with a chunk state of its own."""
 
-    cfg: ResidualConfig
+    def __init__(self, base_execute: int):
+        self.base_execute = base_execute
 
-    def __init__(self, cfg: ResidualConfig, obs_dims: dict[str, int], action_dim: int, num_envs: int,
-                 device: torch.device | str, seed: int = 0,
-                 action_bounds: tuple[float, float] | None = (-1.0, 1.0)):
-        self.action_bounds = action_bounds
-        super().__init__(cfg, obs_dims, action_dim, num_envs, device, seed=seed)
+    def episodes_ended(self, model: nn.Module, dones: torch.Tensor) -> None:
+        model.base.reset(dones)
 
-    def make_model(self, obs_dims: dict[str, int], action_dim: int) -> ResidualActorCritic:
-        base = load_base(self.cfg, obs_dims, action_dim, self.action_bounds)
-        return ResidualActorCritic(obs_dims, action_dim, self.cfg, ChunkExecutor(base, self.cfg.base_execute))
+    def episode_state(self, model: nn.Module) -> dict[str, Any]:
+        return model.base.state()
 
-    @torch.no_grad()
-    def process_step(self, next_obs: Obs, rewards: torch.Tensor, terminated: torch.Tensor,
-                     truncated: torch.Tensor, info: dict[str, Any]) -> None:
-        super().process_step(next_obs, rewards, terminated, truncated, info)
-        self.model.base.reset(terminated | truncated)  # a chunking base replans at each new episode
+    def load_episode_state(self, model: nn.Module, state: dict[str, Any]) -> None:
+        device = next(model.parameters()).device
+        model.base.load_state({k: v.to(device) if v is not None else None for k, v in state.items()})
 
-    def inference_policy(self) -> nn.Module:
-        """Base + residual mean on raw actor observations, with its own chunk state."""
-        return self.model.policy(ChunkExecutor(self.model.base.policy, self.cfg.base_execute))
+    def inference_policy(self, model: nn.Module) -> nn.Module:
+        return model.policy(ChunkExecutor(model.base.policy, self.base_execute))
 
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "base_chunk": self.model.base.state()}
 
-    def load_state_dict(self, state: dict[str, Any], restore_rng: bool = True) -> None:
-        super().load_state_dict(state, restore_rng)
-        if restore_rng and state.get("base_chunk"):  # training resume: where each env is in its chunk
-            self.model.base.load_state({k: v.to(self.device) if v is not None else None
-                                        for k, v in state["base_chunk"].items()})
+def make_residual(cfg: ResidualConfig, obs_dims: dict[str, int], action_dim: int, num_envs: int,
+                  device: torch.device | str, seed: int = 0,
+                  action_bounds: tuple[float, float] | None = (-1.0, 1.0), inference_only: bool = False) -> PPO:
+    """PPO on a residual actor-critic around the frozen base ``algo.base``; the base is never updated."""
+    base = load_base(cfg, obs_dims, action_dim, action_bounds)
+    model = ResidualActorCritic(obs_dims, action_dim, cfg, ChunkExecutor(base, cfg.base_execute))
+    return PPO(cfg, obs_dims, action_dim, num_envs, device, seed=seed, model=model,
+               head=ResidualHead(cfg.base_execute))
+
+
+register_learner("residual", config=ResidualConfig, build=make_residual, runner=OnPolicyRunner, torchrun=True)

@@ -18,10 +18,9 @@ from torch import nn
 
 from ctrl_rl import distributed
 from ctrl_rl.algos.graphs import CapturedStep
+from ctrl_rl.algos.offpolicy_common import OffPolicyLearner
 from ctrl_rl.algos.offpolicy_losses import (
-    categorical_mean,
     categorical_projection,
-    categorical_support,
     categorical_td_loss,
     clipped_double_q,
     lowest_mean_distribution,
@@ -32,49 +31,40 @@ from ctrl_rl.algos.offpolicy_losses import (
     squashed_gaussian_sample,
     temperature_loss,
 )
-from ctrl_rl.config import SACConfig
+from ctrl_rl.config_offpolicy import SACConfig
 from ctrl_rl.env import Obs
 from ctrl_rl.nets.sac import SACModel
-from ctrl_rl.storage.replay import ReplayBatch, ReplayBuffer
+from ctrl_rl.registry import register_learner
+from ctrl_rl.runners.off_policy import OffPolicyRunner
+from ctrl_rl.storage.replay import ReplayBatch
 from ctrl_rl.utils.guards import check_finite
 
 log = logging.getLogger(__name__)
 
 
-class SAC:
+class SAC(OffPolicyLearner[SACConfig, SACModel]):
     """Owns the actor, critics, temperature, their optimizers, the replay buffer and the update."""
 
-    def __init__(self, cfg: SACConfig, obs_dims: dict[str, int], action_dim: int, num_envs: int,
-                 device: torch.device | str, seed: int = 0, action_bounds: tuple[float, float] | None = (-1.0, 1.0),
-                 inference_only: bool = False):
-        self.cfg = cfg
-        self.device = torch.device(device)
-        self.num_envs, self.action_dim = num_envs, action_dim
-        self.model = SACModel(obs_dims, action_dim, cfg, action_bounds).to(self.device)
-        m = self.model
+    model_class = SACModel
+
+    def _setup(self, seed: int, inference_only: bool) -> None:
+        cfg, m = self.cfg, self.model
         capturable = cfg.cudagraphs and self.device.type == "cuda"  # Adam's step count stays on the GPU
         self.actor_optimizer = torch.optim.Adam(m.actor.parameters(), lr=cfg.actor_learning_rate, capturable=capturable)
         self.critic_optimizer = torch.optim.Adam(m.critic.parameters(), lr=cfg.critic_learning_rate,
                                                  capturable=capturable)
         self.log_alpha = torch.tensor(math.log(cfg.init_alpha), device=self.device, requires_grad=True)
         self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_learning_rate, capturable=capturable)
-        self.target_entropy = -cfg.target_entropy_scale * action_dim
-        self.support = categorical_support(cfg.v_min, cfg.v_max, cfg.num_atoms, device=self.device)
+        self.target_entropy = -cfg.target_entropy_scale * self.action_dim
         # Per-env exploration: env i samples with its std scaled by levels[i] (PQL's mixed exploration).
-        self.exploration = torch.linspace(cfg.exploration_scale_min, cfg.exploration_scale_max, num_envs,
+        self.exploration = torch.linspace(cfg.exploration_scale_min, cfg.exploration_scale_max, self.num_envs,
                                           device=self.device)[:, None]
-        self.replay: ReplayBuffer | None = None
         if not inference_only:
-            actor_dim = sum(obs_dims[g] for g in m.actor_obs)
-            critic_dim = sum(obs_dims[g] for g in m.critic_obs)
-            self.replay = ReplayBuffer(num_envs, cfg.buffer_size, actor_dim, critic_dim, action_dim, self.device,
-                                       n_step=cfg.n_step, gamma=cfg.gamma, share_critic_obs=m.actor_obs == m.critic_obs)
+            self.replay = self._new_replay()
             log.info("%s", self.replay.describe())
-        self.env_steps = 0
         self.num_updates = 0
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
-        self._last: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
         step = torch.compile(self._update_step) if cfg.compile else self._update_step
         if cfg.cudagraphs:  # one graph with the actor step, one without
             graphs = {a: CapturedStep(lambda b, a=a: step(b, a), self.device, generators=[self.generator])
@@ -93,11 +83,9 @@ class SAC:
         """Env actions for ``obs``: uniform random until ``learning_starts``, then the squashed
         Gaussian with each env's exploration level."""
         m = self.model
-        actor_in, critic_in = m.actor_input(obs), m.critic_input(obs)
-        m.update_normalizers(actor_in, critic_in)
+        actor_in, critic_in = self._observe(obs)
         if self.env_steps < self.cfg.learning_starts:
-            squashed = torch.rand(actor_in.shape[0], self.action_dim, generator=self.generator,
-                                  device=self.device) * 2 - 1
+            squashed = self._uniform_actions(actor_in.shape[0], self.generator)
         else:
             mean, log_std = m.actor.distribution(actor_in)
             noise = torch.randn(mean.shape, generator=self.generator, device=self.device) * self.exploration
@@ -110,11 +98,9 @@ class SAC:
                      truncated: torch.Tensor, info: dict[str, Any]) -> None:
         """Store the transition; where an episode ended, the next observation is ``final_obs``."""
         assert self.replay is not None and self._last is not None, "act() first (and not inference_only)"
-        m = self.model
         actor_in, critic_in, squashed = self._last
-        final = info.get("final_obs", next_obs)
         self.replay.add(actor_in, critic_in, squashed, rewards, terminated, truncated,
-                        m.actor_input(final), m.critic_input(final))
+                        *self._next_inputs(next_obs, info))
         self.env_steps += actor_in.shape[0] * distributed.world_size()  # all ranks step together
 
     # ------------------------------------------------------------------ update
@@ -162,10 +148,6 @@ class SAC:
         return categorical_projection(probs, batch.rewards - batch.discount * alpha * next_logp, batch.discount,
                                       cfg.v_min, cfg.v_max)
 
-    def _q_values(self, out: torch.Tensor) -> torch.Tensor:
-        """``[E, B]`` expected values of the critics' outputs."""
-        return categorical_mean(out.softmax(-1), self.support) if self.cfg.distributional else out.squeeze(-1)
-
     def _update_step(self, batch: ReplayBatch, update_actor: bool) -> dict[str, torch.Tensor]:
         cfg, m = self.cfg, self.model
         critic_in = m.critic_normalizer(batch.critic_obs)
@@ -203,46 +185,26 @@ class SAC:
             nn.utils.clip_grad_norm_(module.parameters(), self.cfg.max_grad_norm)
         optimizer.step()
 
-    # ------------------------------------------------------------------ inference / io
-    def inference_policy(self) -> nn.Module:
-        """The deterministic policy (normalizer + actor, ``tanh(mean)`` in env units)."""
-        return self.model.actor
-
+    # ------------------------------------------------------------------ io
     def state_dict(self) -> dict[str, Any]:
         return {
-            "model": self.model.state_dict(),
-            "actor_optimizer": self.actor_optimizer.state_dict(),
-            "critic_optimizer": self.critic_optimizer.state_dict(),
+            **super().state_dict(),
             "alpha_optimizer": self.alpha_optimizer.state_dict(),
             "log_alpha": self.log_alpha.detach().clone(),
-            "env_steps": self.env_steps,
             "num_updates": self.num_updates,
             "generator": self.generator.get_state(),
         }
 
-    def replay_state_dict(self) -> dict[str, Any]:
-        """The replay buffer (saved beside the checkpoint by the runner, see ``Runner.save``)."""
-        assert self.replay is not None
-        return {"buffer": self.replay.state_dict(), "last": self._last}
-
-    def load_replay_state_dict(self, state: dict[str, Any]) -> None:
-        assert self.replay is not None
-        self.replay.load_state_dict(state["buffer"])
-        last = state.get("last")
-        self._last = None if last is None else tuple(t.to(self.device) for t in last)
-
     def load_state_dict(self, state: dict[str, Any], restore_rng: bool = True) -> None:
         """Restore a checkpoint; ``restore_rng=False`` for inference (eval/export on any device)."""
-        self.model.load_state_dict(state["model"])
+        super().load_state_dict(state, restore_rng)
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
-        self.env_steps, self.num_updates = state["env_steps"], state["num_updates"]
-        if not restore_rng:
-            return
-        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
-        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
-        self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
-        try:
-            self.generator.set_state(state["generator"])
-        except RuntimeError:
-            log.warning("SAC RNG state comes from another device type: reseeded")
+        self.num_updates = state["num_updates"]
+        if restore_rng:
+            self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
+            self._load_generators({"generator": self.generator}, state)
+
+
+
+register_learner("sac", config=SACConfig, build=SAC, runner=OffPolicyRunner, torchrun=True)

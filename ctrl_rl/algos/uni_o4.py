@@ -3,9 +3,10 @@
 Offline (``UniO4Offline``): ensemble BC, IQL Q/V, a dynamics ensemble, then BPPO steps each
 accepted only when offline policy evaluation improves. The hand-over: the runner scores the
 accepted policies in the env (deterministic episodes, every candidate from the same starts) and
-``start_online`` copies the best one into PPO's actor and the offline V into PPO's critic, with
-the dataset's observation statistics. Online it *is* PPO (this class subclasses it), with two
-step sizes (actor, critic) and Uni-O4's conservative clip.
+``start_online`` copies the best one into a plain :class:`~ctrl_rl.algos.ppo.PPO`'s actor and the
+offline V into its critic, with the dataset's observation statistics. Online it *is* that PPO,
+configured by the schema: two step sizes (``critic_learning_rate``), Uni-O4's conservative clip,
+an optional critic warm-up, and the normalizers it keeps or feeds.
 """
 
 from __future__ import annotations
@@ -15,25 +16,31 @@ from typing import Any
 import torch
 from torch import nn
 
+from ctrl_rl.algos.base import Learner
 from ctrl_rl.algos.ppo import PPO
 from ctrl_rl.algos.uni_o4_offline import UniO4Offline
 from ctrl_rl.config_offline import UniO4Config
-from ctrl_rl.nets.normalizer import observe
+from ctrl_rl.env import Obs
+from ctrl_rl.registry import register_learner
+from ctrl_rl.runners.offline_to_online import OfflineToOnlineRunner
 from ctrl_rl.storage.dataset import Dataset
-from ctrl_rl.storage.rollout import Minibatch
 
 PHASES = ("offline", "online")
 
 
-class UniO4(PPO):
-    """PPO whose actor and critic come from Uni-O4's offline phase (``set_dataset`` first)."""
+class UniO4(Learner):
+    """Uni-O4's offline learner and the PPO it hands over to (``set_dataset`` first)."""
 
     def __init__(self, cfg: UniO4Config, obs_dims: dict[str, int], action_dim: int, num_envs: int,
-                 device: torch.device | str, seed: int = 0, action_bounds: tuple[float, float] | None = (-1.0, 1.0)):
-        super().__init__(cfg, obs_dims, action_dim, num_envs, device, seed=seed)
-        self.optimizer = torch.optim.Adam([
-            {"params": self.model.actor.parameters(), "lr": cfg.learning_rate},
-            {"params": self.model.critic.parameters(), "lr": cfg.critic_learning_rate}])
+                 device: torch.device | str, seed: int = 0, action_bounds: tuple[float, float] | None = (-1.0, 1.0),
+                 inference_only: bool = False):
+        self.cfg = cfg
+        self.ppo = PPO(cfg, obs_dims, action_dim, num_envs, device, seed=seed)
+        # online statistics only with online_update_normalizer (default: the dataset's, kept); a
+        # fresh critic has no dataset statistics and always learns its own
+        self.ppo.observe_groups = (("actor", "critic") if cfg.online_update_normalizer else
+                                   ("critic",) if cfg.online_critic == "fresh" else ())
+        self.model, self.generator, self.device = self.ppo.model, self.ppo.generator, self.ppo.device
         self.offline = UniO4Offline(cfg, self.model.actor_dim, action_dim, self.device, action_bounds, self.generator,
                                     seed=seed)
         self.phase = "offline"
@@ -97,34 +104,24 @@ class UniO4(PPO):
             self.model.actor.reset_std(self.cfg.online_init_std)
         self.phase = "online"
 
-    def update(self) -> dict[str, float]:
-        return self.offline_update() if self.phase == "offline" else super().update()
-
-    def minibatch_loss(self, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """PPO's loss; during the first ``online_critic_warmup`` updates the critic's alone (the actor
-        stays the offline policy while V moves from the data's returns to the online policy's)."""
-        if self.num_updates >= self.cfg.online_critic_warmup:
-            return super().minibatch_loss(mb)
-        v_loss = self.critic_loss(mb)
-        zero = v_loss.new_zeros(())
-        return self.cfg.value_loss_coef * v_loss, {"value": v_loss.detach(), "surrogate": zero, "entropy": zero}
-
-    def scheduled_param_groups(self) -> list[dict[str, Any]]:
-        """The schedule steers the actor's step size; the critic keeps ``critic_learning_rate``."""
-        return self.optimizer.param_groups[:1]
-
-    def update_normalizers(self, actor_in: torch.Tensor, critic_in: torch.Tensor) -> None:
-        """Online statistics only with ``online_update_normalizer`` (default: the dataset's, kept); a
-        ``fresh`` critic has no dataset statistics and always learns its own."""
-        if self.cfg.online_update_normalizer:
-            super().update_normalizers(actor_in, critic_in)
-        elif self.cfg.online_critic == "fresh":
-            observe(((self.model.critic.normalizer, critic_in),))
-
-    def act(self, obs):
+    # ------------------------------------------------------------------ online phase: PPO's
+    def act(self, obs: Obs) -> torch.Tensor:
         if self.phase != "online":
             raise RuntimeError("UniO4.act before start_online: the offline phase collects no data")
-        return super().act(obs)
+        return self.ppo.act(obs)
+
+    def process_step(self, next_obs: Obs, rewards: torch.Tensor, terminated: torch.Tensor,
+                     truncated: torch.Tensor, info: dict[str, Any]) -> None:
+        self.ppo.process_step(next_obs, rewards, terminated, truncated, info)
+
+    def prepare_update(self) -> None:
+        self.ppo.prepare_update()
+
+    def update(self) -> dict[str, float]:
+        return self.offline_update() if self.phase == "offline" else self.ppo.update()
+
+    def set_run_length(self, updates: int) -> None:
+        self.ppo.set_run_length(updates)
 
     # ------------------------------------------------------------------ inference / io
     def inference_policy(self) -> nn.Module:
@@ -137,14 +134,17 @@ class UniO4(PPO):
         return self.offline.accepted[self.chosen]
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "phase": self.phase, "offline_iteration": self.offline_iteration,
+        return {**self.ppo.state_dict(), "phase": self.phase, "offline_iteration": self.offline_iteration,
                 "chosen": self.chosen, "offline": self.offline.state_dict(),
                 "selection_env_steps": self.selection_env_steps, "selection_returns": self.selection_returns,
                 "offline_optimizers": self.offline.optim_state_dict()}
 
     def load_state_dict(self, state: dict[str, Any], restore_rng: bool = True) -> None:
-        super().load_state_dict(state, restore_rng)
+        self.ppo.load_state_dict(state, restore_rng)
         self.phase, self.offline_iteration, self.chosen = state["phase"], state["offline_iteration"], state["chosen"]
         self.selection_env_steps, self.selection_returns = state["selection_env_steps"], state["selection_returns"]
         self.offline.load_state_dict(state["offline"])
         self.offline.load_optim_state_dict(state["offline_optimizers"])
+
+
+register_learner("uni_o4", config=UniO4Config, build=UniO4, runner=OfflineToOnlineRunner)

@@ -8,35 +8,16 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from ctrl_rl.env import Obs
+from ctrl_rl.nets.groups import GroupedModel
+from ctrl_rl.nets.groups import concat_groups as concat_groups  # re-exported: callers import it from here
+from ctrl_rl.nets.groups import resolve_groups as resolve_groups  # re-exported, as concat_groups
 from ctrl_rl.nets.mlp import mlp
-from ctrl_rl.nets.normalizer import EmpiricalNormalizer, observe
+from ctrl_rl.nets.normalizer import EmpiricalNormalizer
 
 if TYPE_CHECKING:
-    from ctrl_rl.config import PPOConfig
+    from ctrl_rl.config_onpolicy import PPOConfig
 
 STD_TYPES = ("scalar", "state_dependent")
-
-
-def concat_groups(obs: Obs, groups: Sequence[str]) -> torch.Tensor:
-    """Concatenate observation groups into one network input (one group: no copy)."""
-    if len(groups) == 1:
-        return obs[groups[0]]
-    return torch.cat([obs[g] for g in groups], dim=-1)
-
-
-def resolve_groups(obs_dims: dict[str, int], actor_obs: Sequence[str],
-                   critic_obs: Sequence[str] | None) -> tuple[list[str], list[str]]:
-    """Actor and critic observation groups; ``critic_obs=None`` means the privileged ``critic``
-    group when the env has one, else the actor's groups. Unknown groups are refused by name."""
-    if critic_obs is None:
-        critic_obs = ["critic"] if "critic" in obs_dims else list(actor_obs)
-    for name, groups in (("actor_obs", actor_obs), ("critic_obs", critic_obs)):
-        missing = [g for g in groups if g not in obs_dims]
-        if missing:
-            raise ValueError(f"algo.{name} names observation group(s) {missing} the env does not provide; "
-                             f"available: {sorted(obs_dims)}")
-    return list(actor_obs), list(critic_obs)
 
 
 class GaussianActor(nn.Module):
@@ -113,7 +94,7 @@ class ValueCritic(nn.Module):
         return self.net(self.normalizer(obs)).squeeze(-1)
 
 
-class ActorCritic(nn.Module):
+class ActorCritic(GroupedModel):
     """The PPO model: which observation groups feed the actor and the critic, and both nets.
 
     ``cfg`` is the algorithm's config (``PPOConfig`` or any config with the same model
@@ -124,25 +105,14 @@ class ActorCritic(nn.Module):
 
     def __init__(self, obs_dims: dict[str, int], action_dim: int, cfg: PPOConfig,
                  make_actor: Callable[[int], nn.Module] | None = None):
-        super().__init__()
-        self.actor_obs, self.critic_obs = resolve_groups(obs_dims, cfg.actor_obs, cfg.critic_obs)
-        actor_dim = sum(obs_dims[g] for g in self.actor_obs)
-        self.actor_dim = actor_dim
-        """Width of the actor's input (what rollout storage holds per step)."""
-        self.actor = make_actor(actor_dim) if make_actor is not None else GaussianActor(
-            actor_dim, action_dim, cfg.actor_hidden, cfg.activation,
+        super().__init__(obs_dims, cfg.actor_obs, cfg.critic_obs)
+        self.actor = make_actor(self.actor_dim) if make_actor is not None else GaussianActor(
+            self.actor_dim, action_dim, cfg.actor_hidden, cfg.activation,
             cfg.init_std, cfg.std_type, cfg.min_std, cfg.max_std, cfg.normalize_obs,
         )
-        self.critic = ValueCritic(
-            sum(obs_dims[g] for g in self.critic_obs), cfg.critic_hidden, cfg.activation, cfg.normalize_obs
-        )
+        self.critic = ValueCritic(self.critic_dim, cfg.critic_hidden, cfg.activation, cfg.normalize_obs)
 
-    def actor_input(self, obs: Obs) -> torch.Tensor:
-        return concat_groups(obs, self.actor_obs)
-
-    def critic_input(self, obs: Obs) -> torch.Tensor:
-        return concat_groups(obs, self.critic_obs)
-
-    @torch.no_grad()
-    def update_normalizers(self, actor_in: torch.Tensor, critic_in: torch.Tensor) -> None:
-        observe(((self.actor.normalizer, actor_in), (self.critic.normalizer, critic_in)))
+    @property
+    def critic_normalizer(self) -> nn.Module:
+        """The value critic normalizes its own input (it is inside the critic, not beside it)."""
+        return self.critic.normalizer

@@ -9,14 +9,13 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from ctrl_rl.env import Obs
-from ctrl_rl.nets.actor_critic import concat_groups, resolve_groups
+from ctrl_rl.nets.groups import GroupedModel
 from ctrl_rl.nets.mlp import mlp
-from ctrl_rl.nets.normalizer import EmpiricalNormalizer, observe
+from ctrl_rl.nets.normalizer import EmpiricalNormalizer
 from ctrl_rl.nets.sac import QEnsemble
 
 if TYPE_CHECKING:
-    from ctrl_rl.config import PQLConfig
+    from ctrl_rl.config_offpolicy import PQLConfig
 
 
 class DeterministicActor(nn.Module):
@@ -52,31 +51,19 @@ class DeterministicActor(nn.Module):
         return self.to_env(self.normalized(obs))
 
 
-class PQLModel(nn.Module):
+class PQLModel(GroupedModel):
     """PQL's networks: deterministic actor, its target MLP, a critic ensemble, its target, and the
     critic's observation normalizer (outside the ensemble so online and target critics see the same
     inputs; the actor's normalizer is inside the actor, exported with it)."""
 
     def __init__(self, obs_dims: dict[str, int], action_dim: int, cfg: PQLConfig,
                  action_bounds: tuple[float, float] | None):
-        super().__init__()
-        self.actor_obs, self.critic_obs = resolve_groups(obs_dims, cfg.actor_obs, cfg.critic_obs)
-        actor_dim = sum(obs_dims[g] for g in self.actor_obs)
-        critic_dim = sum(obs_dims[g] for g in self.critic_obs)
-        self.actor = DeterministicActor(actor_dim, action_dim, cfg.actor_hidden, cfg.activation, cfg.normalize_obs,
-                                        action_bounds)
+        super().__init__(obs_dims, cfg.actor_obs, cfg.critic_obs)
+        critic_dim = self.critic_dim
+        self.actor = DeterministicActor(self.actor_dim, action_dim, cfg.actor_hidden, cfg.activation,
+                                        cfg.normalize_obs, action_bounds)
         self.actor_target = copy.deepcopy(self.actor.net).requires_grad_(False)
         out = cfg.num_atoms if cfg.distributional else 1
         self.critic = QEnsemble(critic_dim, action_dim, cfg.critic_hidden, cfg.activation, cfg.num_critics, out)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.critic_normalizer: nn.Module = EmpiricalNormalizer(critic_dim) if cfg.normalize_obs else nn.Identity()
-
-    def actor_input(self, obs: Obs) -> torch.Tensor:
-        return concat_groups(obs, self.actor_obs)
-
-    def critic_input(self, obs: Obs) -> torch.Tensor:
-        return concat_groups(obs, self.critic_obs)
-
-    @torch.no_grad()
-    def update_normalizers(self, actor_in: torch.Tensor, critic_in: torch.Tensor) -> None:
-        observe(((self.actor.normalizer, actor_in), (self.critic_normalizer, critic_in)))

@@ -13,10 +13,9 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from ctrl_rl.env import Obs
-from ctrl_rl.nets.actor_critic import concat_groups, resolve_groups
+from ctrl_rl.nets.groups import GroupedModel
 from ctrl_rl.nets.mlp import ACTIVATIONS, mlp
-from ctrl_rl.nets.normalizer import EmpiricalNormalizer, observe
+from ctrl_rl.nets.normalizer import EmpiricalNormalizer
 
 
 class SquashedGaussianActor(nn.Module):
@@ -92,7 +91,7 @@ class QEnsemble(nn.Module):
         return self.net(x.unsqueeze(0).expand(self.num_members, *x.shape))
 
 
-class SACModel(nn.Module):
+class SACModel(GroupedModel):
     """Actor, critic ensemble, its Polyak-averaged target, and the critic's observation normalizer.
 
     The critic normalizer sits outside the ensemble so online and target critics see the same
@@ -100,11 +99,9 @@ class SACModel(nn.Module):
     """
 
     def __init__(self, obs_dims: dict[str, int], action_dim: int, cfg, action_bounds: tuple[float, float] | None):
-        super().__init__()
-        self.actor_obs, self.critic_obs = resolve_groups(obs_dims, cfg.actor_obs, cfg.critic_obs)
-        actor_dim = sum(obs_dims[g] for g in self.actor_obs)
-        critic_dim = sum(obs_dims[g] for g in self.critic_obs)
-        self.actor = SquashedGaussianActor(actor_dim, action_dim, cfg.actor_hidden, cfg.activation,
+        super().__init__(obs_dims, cfg.actor_obs, cfg.critic_obs)
+        critic_dim = self.critic_dim
+        self.actor = SquashedGaussianActor(self.actor_dim, action_dim, cfg.actor_hidden, cfg.activation,
                                            cfg.log_std_min, cfg.log_std_max, cfg.normalize_obs, action_bounds)
         out = cfg.num_atoms if cfg.distributional else 1
         self.critic = QEnsemble(critic_dim, action_dim, cfg.critic_hidden, cfg.activation, cfg.num_critics,
@@ -114,13 +111,3 @@ class SACModel(nn.Module):
         self.critic_target.load_state_dict(self.critic.state_dict())
         self.critic_target.requires_grad_(False)
         self.critic_normalizer: nn.Module = EmpiricalNormalizer(critic_dim) if cfg.normalize_obs else nn.Identity()
-
-    def actor_input(self, obs: Obs) -> torch.Tensor:
-        return concat_groups(obs, self.actor_obs)
-
-    def critic_input(self, obs: Obs) -> torch.Tensor:
-        return concat_groups(obs, self.critic_obs)
-
-    @torch.no_grad()
-    def update_normalizers(self, actor_in: torch.Tensor, critic_in: torch.Tensor) -> None:
-        observe(((self.actor.normalizer, actor_in), (self.critic_normalizer, critic_in)))

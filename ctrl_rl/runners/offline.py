@@ -1,6 +1,7 @@
 """The offline loop: gradient steps on a dataset, with the env used only to evaluate.
 
-An iteration is the learner's ``update()`` (``updates_per_iteration`` minibatch steps); every
+An iteration is the learner's ``update()`` (``updates_per_iteration`` minibatch steps); a run
+is ``algo.num_passes`` passes over the dataset (or ``runner.max_iterations`` iterations); every
 ``algo.eval_interval`` iterations (and after the last) the deterministic policy runs one episode
 in each of ``env.num_envs`` envs (at most ``algo.eval_episodes``) and the mean return is logged
 as ``Train/mean_reward``, so an offline run's curve reads like an online one. Checkpoints are the
@@ -10,12 +11,12 @@ dataset is reloaded from ``dataset=``; resume is exact).
 
 from __future__ import annotations
 
+import math
 import time
 
-from ctrl_rl.evaluate import run_episodes
+from ctrl_rl.episodes import episodes_in_own_env, run_episodes
 from ctrl_rl.nets.actor_critic import concat_groups
-from ctrl_rl.runners.on_policy import Runner
-from ctrl_rl.session import episodes_in_own_env
+from ctrl_rl.runners.base import Runner
 from ctrl_rl.storage.formats import load_dataset
 from ctrl_rl.utils.logger import EpisodeStats, TrainLogger
 
@@ -30,6 +31,13 @@ class OfflineRunner(Runner):
 
     def samples_per_iteration(self) -> int:
         return self.cfg.algo.batch_size * self.cfg.algo.updates_per_iteration
+
+    def total_iterations(self) -> int:
+        """``algo.num_passes`` passes over the dataset (``runner.max_iterations`` when it is 0)."""
+        passes = self.cfg.algo.num_passes
+        if passes <= 0:
+            return self.cfg.runner.max_iterations
+        return max(1, math.ceil(passes * len(self.dataset) / self.samples_per_iteration()))
 
     def evaluate(self) -> tuple[float, float]:
         """Mean return and length of one deterministic episode per env: the training env's, or, when

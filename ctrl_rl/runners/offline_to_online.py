@@ -15,10 +15,9 @@ from typing import Any
 
 import torch
 
+from ctrl_rl.episodes import episodes_in_own_env
 from ctrl_rl.nets.actor_critic import concat_groups
 from ctrl_rl.runners.offline import OfflineRunner
-from ctrl_rl.runners.on_policy import Runner
-from ctrl_rl.session import episodes_in_own_env
 from ctrl_rl.utils.logger import EpisodeStats, TrainLogger
 
 log = logging.getLogger(__name__)
@@ -28,7 +27,7 @@ class OfflineToOnlineRunner(OfflineRunner):
     """Drives a learner with ``offline_update``/``start_online`` (``UniO4``) through both phases."""
 
     def samples_per_iteration(self) -> int:
-        return Runner.samples_per_iteration(self)  # online env steps (the offline phase counts none)
+        return self.env_steps_per_iteration()  # online env steps (the offline phase counts none)
 
     @property
     def offline_iterations(self) -> int:
@@ -44,15 +43,12 @@ class OfflineToOnlineRunner(OfflineRunner):
 
     def iterate(self, logger: TrainLogger, episodes: EpisodeStats, total: int) -> None:
         if self.alg.phase == "online":
-            Runner.iterate(self, logger, episodes, total)
+            self.rollout_iteration(logger, episodes)
             return
         super().iterate(logger, episodes, total)
         if self.alg.offline_done:
             self.hand_over()
             logger.extra_env_steps = self.alg.selection_env_steps
-
-    def after_collect(self) -> None:
-        self.alg.compute_returns()
 
     @torch.no_grad()
     def hand_over(self) -> None:

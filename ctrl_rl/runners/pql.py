@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from ctrl_rl.algos.pql import PQL, ROLES
-from ctrl_rl.runners.on_policy import Runner
+from ctrl_rl.runners.off_policy import OffPolicyRunner
 from ctrl_rl.utils.guards import check_learner_finite
 from ctrl_rl.utils.interrupts import GracefulStop, Interrupted, stop_requested
 from ctrl_rl.utils.logger import EpisodeStats, TrainLogger, close_quietly
@@ -130,10 +130,18 @@ class RatioController:
         return {"beta_actor_critic": v / a if a else float("nan"), "beta_policy_critic": v / p if p else float("nan")}
 
 
-class PQLRunner(Runner):
+class PQLRunner(OffPolicyRunner):
     """The PQL loop; checkpoints, resume and logging as every runner (``model_<it>.pt``, rsl_rl tags)."""
 
     alg: PQL
+
+    def __init__(self, env, cfg, log_dir: Path | None = None):
+        if cfg.profile:
+            from ctrl_rl.config import ConfigError
+
+            raise ConfigError("profile: PQL's three concurrent roles are not one loop to split; its Perf/* "
+                              "tags report each role's rate. Drop profile=true for algo=pql")
+        super().__init__(env, cfg, log_dir)
 
     def learn(self, max_iterations: int | None = None) -> list[dict[str, float]]:
         """Train until ``max_iterations`` completed iterations (a total, not a count to add)."""

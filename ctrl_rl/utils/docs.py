@@ -10,7 +10,18 @@ from functools import cache
 
 @cache
 def field_docs(cls: type) -> dict[str, str]:
-    """``{field: docstring}`` from the string literal following each annotated field."""
+    """``{field: docstring}`` from the string literal following each annotated field, inherited
+    ones included (a subclass that redeclares a field only to change its default keeps the
+    description of the class that declared it)."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if dataclasses.is_dataclass(klass) and klass is not object:
+            docs.update(_own_field_docs(klass))
+    return docs
+
+
+@cache
+def _own_field_docs(cls: type) -> dict[str, str]:
     tree = ast.parse(inspect.getsource(cls))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs: dict[str, str] = {}
@@ -23,7 +34,8 @@ def field_docs(cls: type) -> dict[str, str]:
 
 
 def describe(cls: type, prefix: str, instance: object | None = None) -> list[str]:
-    """Lines ``prefix.key = default  # doc`` for every field of dataclass ``cls``."""
+    """Lines ``prefix.key=value  doc`` for every field of dataclass ``cls`` (values of ``instance``,
+    else the defaults)."""
     docs = field_docs(cls)
     obj = instance if instance is not None else cls()
     lines = []
@@ -31,5 +43,6 @@ def describe(cls: type, prefix: str, instance: object | None = None) -> list[str
         value = getattr(obj, f.name)
         if dataclasses.is_dataclass(value):
             continue
-        lines.append(f"  {prefix}.{f.name}={value!s:<14} {docs.get(f.name, '')}")
+        text = "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+        lines.append(f"  {prefix}.{f.name}={text:<14} {docs.get(f.name, '')}")
     return lines

@@ -27,7 +27,9 @@ def check_finite(name: str, tensor: torch.Tensor, source: str, hint: str | None 
 
 def learner_tensors(alg: object) -> list[tuple[str, torch.Tensor]]:
     """Every floating tensor a learner's training depends on, named: parameters and buffers of its
-    modules (normalizer statistics included), its optimizers' state, its own tensors (``log_alpha``)."""
+    modules (normalizer statistics included), its optimizers' state, its own tensors (``log_alpha``),
+    and the same of the parts it is composed of (a rollout source's behavior policy, the PPO a
+    hand-over trains: objects of ``ctrl_rl.algos`` it holds)."""
     out: list[tuple[str, torch.Tensor]] = []
     seen: set[int] = set()
 
@@ -36,21 +38,28 @@ def learner_tensors(alg: object) -> list[tuple[str, torch.Tensor]]:
             seen.add(id(t))
             out.append((name, t.detach()))
 
-    for attr, obj in vars(alg).items():
-        if isinstance(obj, torch.nn.Module):
-            for n, t in obj.named_parameters():
-                add(f"{attr}.{n}", t)
-            for mod_name, mod in obj.named_modules():  # a module may name buffers whose inf is a sentinel
-                skip = getattr(mod, "sentinel_buffers", ())
-                for n, t in mod.named_buffers(recurse=False):
-                    if n not in skip:
-                        add(f"{attr}.{mod_name + '.' if mod_name else ''}{n} (statistics)", t)
-        elif isinstance(obj, torch.optim.Optimizer):
-            for i, state in enumerate(obj.state.values()):
-                for k, t in state.items():
-                    add(f"{attr} state '{k}' of parameter {i}", t)
-        else:
-            add(attr, obj)
+    def walk(owner: object, prefix: str) -> None:
+        seen.add(id(owner))
+        for attr, obj in vars(owner).items():
+            name = prefix + attr
+            if isinstance(obj, torch.nn.Module):
+                for n, t in obj.named_parameters():
+                    add(f"{name}.{n}", t)
+                for mod_name, mod in obj.named_modules():  # a module may name buffers whose inf is a sentinel
+                    skip = getattr(mod, "sentinel_buffers", ())
+                    for n, t in mod.named_buffers(recurse=False):
+                        if n not in skip:
+                            add(f"{name}.{mod_name + '.' if mod_name else ''}{n} (statistics)", t)
+            elif isinstance(obj, torch.optim.Optimizer):
+                for i, state in enumerate(obj.state.values()):
+                    for k, t in state.items():
+                        add(f"{name} state '{k}' of parameter {i}", t)
+            elif type(obj).__module__.startswith("ctrl_rl.algos") and id(obj) not in seen:
+                walk(obj, name + ".")
+            else:
+                add(name, obj)
+
+    walk(alg, "")
     return out
 
 

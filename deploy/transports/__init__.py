@@ -7,6 +7,7 @@ nodes on the same domain.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -36,6 +37,16 @@ class Transport(Protocol):
 
 
 TRANSPORTS = ("dds", "rclpy")
+
+
+def split_stamp(t: float) -> tuple[int, int]:
+    """Float seconds -> ``(sec, nanosec)`` of ``builtin_interfaces/Time``, rounded to the nearest ns
+    (exact for ``time.time()`` stamps); both transports write stamps through it."""
+    sec = math.floor(t)
+    ns = round((t - sec) * 1e9)
+    if ns >= 1_000_000_000:
+        sec, ns = sec + 1, ns - 1_000_000_000
+    return int(sec), int(ns)
 
 
 def make_transport(name: str, namespace: str = "", domain_id: int | None = None,

@@ -22,7 +22,6 @@ is appended after our fragments, so explicit settings still win.
 # name, which fails for builtins (bool, str).
 import contextlib
 import logging
-import math
 import os
 import threading
 import time
@@ -42,6 +41,7 @@ from cyclonedds.util import duration
 
 from .. import messages as m
 from ..config import TopicQos
+from . import split_stamp
 
 log = logging.getLogger(__name__)
 
@@ -154,12 +154,9 @@ class DiagnosticArray_(IdlStruct, typename="diagnostic_msgs::msg::dds_::Diagnost
 
 
 def stamp_to_time(t: float) -> Time_:
-    """Float seconds -> (sec, nanosec), rounded to the nearest ns (exact for time.time() stamps)."""
-    sec = math.floor(t)
-    ns = round((t - sec) * 1e9)
-    if ns >= 1_000_000_000:
-        sec, ns = sec + 1, ns - 1_000_000_000
-    return Time_(sec=int(sec), nanosec=int(ns))
+    """Float seconds -> ``Time_`` (:func:`~ctrl_rl.deploy.transports.split_stamp`)."""
+    sec, ns = split_stamp(t)
+    return Time_(sec=sec, nanosec=ns)
 
 
 def time_to_stamp(t: Time_) -> float:

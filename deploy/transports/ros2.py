@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import array
 import logging
-import math
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -22,8 +21,19 @@ from typing import Any
 import numpy as np
 
 from ..config import TopicQos
-from ..messages import (MESSAGE_TYPES, Bool, DiagnosticArray, DiagnosticStatus, Float64MultiArray, Imu, JointState,
-                        String, Twist, type_name)
+from ..messages import (
+    MESSAGE_TYPES,
+    Bool,
+    DiagnosticArray,
+    DiagnosticStatus,
+    Float64MultiArray,
+    Imu,
+    JointState,
+    String,
+    Twist,
+    type_name,
+)
+from . import split_stamp
 
 FASTDDS_TRANSPORTS = "UDPv4"
 """Fast DDS transports unless ``FASTDDS_BUILTIN_TRANSPORTS`` is set: UDP only, no shared memory.
@@ -74,11 +84,8 @@ QOS_DEPTH = 10
 
 
 def _time(stamp: float) -> Time:
-    sec = math.floor(stamp)
-    nsec = round((stamp - sec) * 1e9)
-    if nsec >= 1_000_000_000:
-        sec, nsec = sec + 1, nsec - 1_000_000_000
-    return Time(sec=int(sec), nanosec=int(nsec))
+    sec, nsec = split_stamp(stamp)
+    return Time(sec=sec, nanosec=nsec)
 
 
 def _stamp(t: Time) -> float:

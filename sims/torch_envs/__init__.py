@@ -17,8 +17,18 @@ TASKS: dict[str, type[TorchVecEnv]] = {
 }
 """Task id -> env class, called as ``cls(num_envs, device, seed, **task_kwargs)``."""
 
+
+def register_task(name: str, cls: type[TorchVecEnv]) -> None:
+    """Add (or replace) a pure-torch task: ``ctrl-rl train task=<name>`` then builds ``cls`` (its
+    keyword-only ``__init__`` parameters are the task's ``task.kwargs``)."""
+    if not (isinstance(cls, type) and issubclass(cls, TorchVecEnv)):
+        raise TypeError(f"register_task({name!r}): {cls!r} is not a TorchVecEnv subclass")
+    TASKS[name] = cls
+
+
 __all__ = [
     "TASKS",
+    "register_task",
     "BimodalBanditEnv",
     "CartpoleBalanceEnv",
     "CartpoleSwingupEnv",

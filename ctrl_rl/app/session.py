@@ -4,22 +4,24 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import logging
 import os
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from ctrl_rl.app.configure import apply_overrides, config_from_dict, config_yaml
 from ctrl_rl.config import TrainConfig
-from ctrl_rl.configure import config_from_dict, config_yaml
 from ctrl_rl.env import VecEnv
 from ctrl_rl.utils.checkpoint import CheckpointError, load_file, resolve_checkpoint
-
 
 MIN_BYTES_PER_ENV_STEP = 64
 """A floor on what one env step costs in a rollout (observation, action, log-prob, value, reward,
 flags: at least 16 float32s), for refusing an impossible ``env.num_envs`` before allocating."""
 
+
+log = logging.getLogger(__name__)
 
 def physical_memory() -> int:
     """Bytes of RAM on this machine (0 where the OS does not say)."""
@@ -56,21 +58,6 @@ def build_env(cfg: TrainConfig, num_envs: int | None = None, seed: int | None = 
             raise
         raise ConfigError(f"env.num_envs={n}: building the env ran out of memory ({str(e).splitlines()[0][:120]}); "
                           "lower env.num_envs") from None
-
-
-def episodes_in_own_env(cfg: TrainConfig, num_envs: int, seed: int,
-                        *policies) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """``run_episodes`` (one episode per env) of each policy in turn, in one env of ``num_envs``
-    built for them and closed after, so evaluations neither step the training env nor take its
-    size. Every policy starts from ``reset(seed)``: the same start states and commands, so the
-    policies' returns are paired (their differences are not the draw of starts)."""
-    from ctrl_rl.evaluate import run_episodes
-
-    env = build_env(cfg, num_envs=num_envs, seed=seed)
-    try:
-        return [run_episodes(env, policy, seed=seed) for policy in policies]
-    finally:
-        env.close()
 
 
 def task_root(cfg: TrainConfig) -> Path:
@@ -135,3 +122,52 @@ def report_config_drift(saved: TrainConfig, current: TrainConfig) -> list[str]:
     a, b = flat(dataclasses.asdict(saved)), flat(dataclasses.asdict(current))
     return [f"{k}: {a.get(k)} -> {b.get(k)}" for k in sorted(set(a) | set(b))
             if k not in ignore and a.get(k) != b.get(k)]
+
+
+def require_device(device: str) -> None:
+    """Fail before any work when ``device`` does not exist here."""
+    from ctrl_rl.config import ConfigError
+
+    if device.startswith("cuda"):
+        index = int(device.split(":")[1]) if ":" in device else 0
+        if not torch.cuda.is_available() or index >= torch.cuda.device_count():
+            raise ConfigError(f"device: '{device}' is not available on this machine "
+                              f"({torch.cuda.device_count()} CUDA device(s)); use device=cpu")
+
+
+def load_policy(spec: str, overrides: list[str]):
+    """``(cfg, path, algorithm, checkpoint)`` for inference; overrides may change env keys."""
+    from ctrl_rl.algos import make_algorithm
+
+    path = find_checkpoint(spec)
+    cfg, state = load_checkpoint(path)
+    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
+        log.info("checkpoint was trained on %s; running on cpu here", cfg.device)
+        cfg = apply_overrides(cfg, ["device=cpu"])
+    cfg = apply_overrides(cfg, overrides)  # e.g. task.kwargs.* for a different evaluation setting
+    require_device(cfg.device)
+    bounds = state.get("action_bounds", (-1.0, 1.0))
+    alg = make_algorithm(cfg.algo, state["obs_dims"], state["action_dim"], 1, cfg.device, action_bounds=bounds,
+                         inference_only=True)
+    alg.load_state_dict(state["algo"], restore_rng=False)
+    return cfg, path, alg, state
+
+
+def checked_env(cfg: TrainConfig, state: dict, num_envs: int, seed: int):
+    """The checkpoint's task, refusing an env whose observations or actions the policy cannot take."""
+    from ctrl_rl.config import ConfigError
+
+    env = build_env(cfg, num_envs=num_envs, seed=seed)
+    if dict(env.obs_dims) != state["obs_dims"] or env.action_dim != state["action_dim"]:
+        raise ConfigError(f"the policy expects observations {state['obs_dims']} and {state['action_dim']} action(s); "
+                          f"task '{cfg.task.name}' gives {dict(env.obs_dims)} and {env.action_dim}: "
+                          "evaluate on the task it was trained on")
+    return env
+
+
+def policy_fn(alg):
+    """The learner's deterministic policy on an env's observation dict (what export writes)."""
+    from ctrl_rl.nets.actor_critic import concat_groups
+
+    policy, groups = alg.inference_policy().eval(), alg.model.actor_obs
+    return lambda obs: policy(concat_groups(obs, groups))

@@ -64,7 +64,7 @@ class Source:
 
 def _expand(text: str, fraction: float) -> list[Segment]:
     """``[level:]policy`` -> segments; ``medium-replay:<run>`` -> one per checkpoint of the run."""
-    from ctrl_rl.session import find_checkpoint
+    from ctrl_rl.app.session import find_checkpoint
     from ctrl_rl.utils.checkpoint import checkpoint_iteration
 
     if text == "random":
@@ -124,7 +124,7 @@ def split_steps(fractions: list[float], steps: int) -> list[int]:
 
 def _bundle_source(path: str, overrides: list[str]) -> Source:
     """An exported ``policy.onnx`` run by onnxruntime (batched); its metadata names task and sim."""
-    from ctrl_rl.configure import load_train_config
+    from ctrl_rl.app.configure import load_train_config
     from ctrl_rl.deploy.runtime import OnnxPolicy
     from ctrl_rl.nets.actor_critic import concat_groups
 
@@ -151,11 +151,11 @@ def _bundle_source(path: str, overrides: list[str]) -> Source:
 
 
 def _checkpoint_source(spec: str, overrides: list[str]) -> Source:
-    from ctrl_rl.commands import _load_policy, _policy_fn
+    from ctrl_rl.app.session import load_policy, policy_fn
 
-    cfg, path, alg, state = _load_policy(spec, overrides)
+    cfg, path, alg, state = load_policy(spec, overrides)
     groups = tuple(alg.model.actor_obs)
-    policy, device = _policy_fn(alg), torch.device(cfg.device)
+    policy, device = policy_fn(alg), torch.device(cfg.device)
 
     def act(obs: Obs) -> torch.Tensor:  # env and policy may sit on different devices
         env_device = next(iter(obs.values())).device
@@ -191,10 +191,9 @@ def collect(policy: str | None, overrides: list[str], output: str, steps: int = 
             noise: float = 0.0, seed: int = 0, level: str | None = None, mix: str | None = None,
             fmt: str | None = None) -> str:
     """Roll the planned segments and write one dataset; prints a ``RESULT`` line, returns where it went."""
-    from ctrl_rl.commands import require_device
-    from ctrl_rl.configure import load_train_config
-    from ctrl_rl.evaluate import collect_dataset, random_policy
-    from ctrl_rl.session import build_env
+    from ctrl_rl.app.configure import load_train_config
+    from ctrl_rl.app.session import build_env, require_device
+    from ctrl_rl.episodes import collect_dataset, random_policy
     from ctrl_rl.storage.formats import check_output, save_dataset
 
     if steps <= 0 or envs <= 0 or noise < 0:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -115,3 +116,18 @@ def collect_dataset(env: VecEnv, policy: Policy, steps_per_env: int, seed: int, 
     trunc[:, -1] |= ~arr["term"].reshape(env.num_envs, steps_per_env)[:, -1]
     return Dataset(observations=arr["obs"], actions=arr["act"], rewards=arr["rew"], terminals=arr["term"],
                    timeouts=trunc.reshape(-1), next_observations=arr["next"])
+
+
+def episodes_in_own_env(cfg: Any, num_envs: int, seed: int,
+                        *policies: Policy) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """:func:`run_episodes` (one episode per env) of each policy in turn, in one env of ``num_envs``
+    of the config's task built for them and closed after, so evaluations neither step the training
+    env nor take its size. Every policy starts from ``reset(seed)``: the same start states and
+    commands, so the policies' returns are paired (their differences are not the draw of starts)."""
+    from ctrl_rl.sims import make_env
+
+    env = make_env(cfg.sim.name, cfg.task.name, num_envs, cfg.device, seed=seed, **cfg.task.kwargs)
+    try:
+        return [run_episodes(env, policy, seed=seed) for policy in policies]
+    finally:
+        env.close()

@@ -1,0 +1,65 @@
+"""The learner protocol: what a runner calls, declared once.
+
+Runners never ask a learner what it can do (no ``hasattr``): every capability is a method here,
+and a learner without it keeps the do-nothing default. A learner module defines its class and
+registers it (``ctrl_rl.registry.register_learner``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from ctrl_rl.env import Obs
+
+
+class Learner:
+    """Base of every learner. Subclasses set ``model`` (the modules checkpoints, replicas and guards
+    cover) and ``generator`` (the learner's own random stream, saved in checkpoints)."""
+
+    model: nn.Module
+    generator: torch.Generator
+
+    # ------------------------------------------------------------------ collection
+    def act(self, obs: Obs) -> torch.Tensor:
+        """Actions for ``obs`` (recording what the update will need)."""
+        raise NotImplementedError(f"{type(self).__name__} does not act in an env")
+
+    def process_step(self, next_obs: Obs, rewards: torch.Tensor, terminated: torch.Tensor,
+                     truncated: torch.Tensor, info: dict[str, Any]) -> None:
+        """Record the env's answer to the last :meth:`act` (``info["final_obs"]`` at episode ends)."""
+
+    def prepare_update(self) -> None:
+        """Between collection and :meth:`update` (on-policy learners compute returns here)."""
+
+    def update(self) -> dict[str, float]:
+        """One iteration's learning; returns scalar statistics to log."""
+        raise NotImplementedError
+
+    def set_run_length(self, updates: int) -> None:
+        """The run's length in updates, for schedules over the whole run (called before the first)."""
+
+    # ------------------------------------------------------------------ inference / io
+    def inference_policy(self) -> nn.Module:
+        """The deterministic policy on raw actor observations (what eval runs and export writes)."""
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def load_state_dict(self, state: dict[str, Any], restore_rng: bool = True) -> None:
+        raise NotImplementedError
+
+    keeps_replay: bool = False
+    """Whether it keeps data across iterations too large for the checkpoint (a replay buffer, kept
+    rollouts): the runner then writes :meth:`replay_state_dict` to ``replay_<it>.pt`` beside it."""
+
+    def replay_state_dict(self) -> dict[str, Any]:
+        """The data :attr:`keeps_replay` announces."""
+        raise RuntimeError(f"{type(self).__name__} keeps no replay data")
+
+    def load_replay_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`replay_state_dict` returned."""
+        raise RuntimeError(f"{type(self).__name__} keeps no replay data")

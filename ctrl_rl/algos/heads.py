@@ -1,0 +1,65 @@
+"""Policy heads of PPO's family: what a policy samples, stores per step and optimizes.
+
+A head owns the policy-specific half of PPO: how an action is drawn (and what of it the update
+needs again), the surrogate and entropy of a minibatch, and the policy's episode state. The rest
+(storage, GAE, value loss, minibatching, schedules, checkpoints) is PPO's and does not change.
+FPO's flow head lives in ``algos/fpo.py``, the residual head in ``algos/residual.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from ctrl_rl.algos.losses import ppo_surrogate_loss
+from ctrl_rl.nets.distributions import gaussian_entropy, gaussian_kl, gaussian_log_prob
+from ctrl_rl.storage.rollout import Minibatch
+
+Sample = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]
+"""``(actions, log_prob, mean, std, extra)``: one step's actions and what the storage keeps of them."""
+
+
+class GaussianHead:
+    """A Gaussian policy (the actor's ``distribution``): PPO's likelihood-ratio surrogate."""
+
+    gaussian = True
+    """Has a closed-form Gaussian density: the adaptive-KL schedule, ``mean_std`` and PROPS work on it."""
+
+    def storage_shapes(self, action_dim: int) -> dict[str, tuple[int, ...]]:
+        """Per-step tensors beyond PPO's (``RolloutStorage.extra_shapes``)."""
+        return {}
+
+    def sample(self, actor: nn.Module, actor_in: torch.Tensor, generator: torch.Generator) -> Sample:
+        mean, std = actor.distribution(actor_in)
+        actions = mean + std * torch.randn(mean.shape, generator=generator, device=mean.device)
+        return actions, gaussian_log_prob(actions, mean, std), mean, std, {}
+
+    def loss(self, actor: nn.Module, mb: Minibatch, cfg: Any) -> tuple[torch.Tensor, torch.Tensor,
+                                                                      dict[str, torch.Tensor]]:
+        """``(surrogate, entropy, stats)`` on ``mb``; with the adaptive schedule ``stats["kl"]`` (no
+        gradient) steers the learning rate."""
+        mean, std = actor.distribution(mb.actor_obs)
+        stats: dict[str, torch.Tensor] = {}
+        if cfg.schedule == "adaptive":
+            with torch.no_grad():
+                stats["kl"] = gaussian_kl(mb.old_mean, mb.old_std, mean, std).mean()
+        log_prob = gaussian_log_prob(mb.actions, mean, std)
+        surrogate, clip_frac, approx_kl = ppo_surrogate_loss(log_prob, mb.old_log_prob, mb.advantages, cfg.clip_param)
+        return surrogate, gaussian_entropy(std).mean(), {"approx_kl": approx_kl, "clip_fraction": clip_frac, **stats}
+
+    # ------------------------------------------------------------------ episode state
+    def episodes_ended(self, model: nn.Module, dones: torch.Tensor) -> None:
+        """Envs ``dones`` start new episodes (a stateful policy resets their state)."""
+
+    def episode_state(self, model: nn.Module) -> dict[str, Any]:
+        """Per-env policy state a checkpoint keeps for an exact resume; none here."""
+        return {}
+
+    def load_episode_state(self, model: nn.Module, state: dict[str, Any]) -> None:
+        """Restore :meth:`episode_state`."""
+
+    def inference_policy(self, model: nn.Module) -> nn.Module:
+        """The deterministic policy on raw actor observations."""
+        return model.actor

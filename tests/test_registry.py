@@ -1,0 +1,179 @@
+"""The registry is the one place a learner or a task is added: a learner and a torch task defined
+in this file alone train, resume, evaluate and export through the real CLI, and every registered
+learner's config is its schema's defaults plus the shipped tune file, as ``--help`` prints it."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from ctrl_rl import cli
+from ctrl_rl.algos.heads import GaussianHead
+from ctrl_rl.algos.ppo import PPO
+from ctrl_rl.app.configure import config_dir, load_train_config
+from ctrl_rl.config_onpolicy import PPOConfig
+from ctrl_rl.registry import learners, register_learner
+from ctrl_rl.runners.on_policy import OnPolicyRunner
+from ctrl_rl.sims.torch_envs import register_task
+from ctrl_rl.sims.torch_envs.base import State, TorchVecEnv
+from ctrl_rl.utils.docs import field_docs
+
+# ---- a learner: vanilla policy gradient with a baseline (A2C's loss), on PPO's machinery ----------
+
+
+@dataclasses.dataclass
+class A2CConfig(PPOConfig):
+    """A2C: the policy-gradient loss -log π(a|s) A, one epoch per rollout."""
+
+    name: str = "a2c_test"
+    num_learning_epochs: int = 1
+
+
+class PolicyGradientHead(GaussianHead):
+    def loss(self, actor, mb, cfg):
+        mean, std = actor.distribution(mb.actor_obs)
+        from ctrl_rl.nets.distributions import gaussian_entropy, gaussian_log_prob
+
+        surrogate = -(gaussian_log_prob(mb.actions, mean, std) * mb.advantages).mean()
+        return surrogate, gaussian_entropy(std).mean(), {}
+
+
+def make_a2c(cfg, obs_dims, action_dim, num_envs, device, **kw):
+    return PPO(cfg, obs_dims, action_dim, num_envs, device, seed=kw.get("seed", 0), head=PolicyGradientHead())
+
+
+# ---- a task: drive a 1-D point to the origin -----------------------------------------------------
+
+
+class Reach1D(TorchVecEnv):
+    """A point at x in [-1, 1] moved by 0.1 a per step; reward -|x|."""
+
+    action_dim = 1
+    obs_dims = {"policy": 1}
+    max_episode_length = 20
+    step_dt = 0.1
+
+    def __init__(self, num_envs, device="cpu", seed=None, *, speed: float = 0.1, max_episode_length=None):
+        self.speed = speed
+        super().__init__(num_envs, device, seed, max_episode_length)
+
+    def _initial_state(self) -> State:
+        return {"x": self._uniform(-1.0, 1.0, 1)}
+
+    def _dynamics(self, state: State, action: torch.Tensor):
+        x = (state["x"] + self.speed * action.clamp(-1, 1)).clamp(-1, 1)
+        done = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        return {"x": x}, -x.abs().squeeze(-1), done
+
+    def _observe(self, state: State):
+        return {"policy": state["x"].clone()}
+
+
+def ctrl_rl(*argv: str) -> None:
+    """The real command line, in this process (where the registrations above live); ``--help``
+    exits 0, every other exit is a failure."""
+    try:
+        cli.main(list(argv))
+    except SystemExit as exc:
+        assert exc.code == 0 and "--help" in argv, f"ctrl-rl {' '.join(argv)} exited with {exc.code}"
+
+
+def test_a_learner_and_a_task_from_this_file_alone_go_through_every_command(tmp_path, monkeypatch, capsys):
+    register_learner("a2c_test", config=A2CConfig, build=make_a2c, runner=OnPolicyRunner)
+    register_task("reach_1d", Reach1D)
+    monkeypatch.chdir(tmp_path)
+    small = ["algo=a2c_test", "task=reach_1d", "env.num_envs=16", "algo.num_steps_per_env=20",
+             "algo.actor_hidden=[16]", "algo.critic_hidden=[16]", "runner.progress=false"]
+    assert "a2c_test" in dict(learners())
+    ctrl_rl("train", *small, "runner.max_iterations=2")
+    run = next((tmp_path / "logs" / "a2c_test" / "reach_1d").iterdir())
+    assert (run / "model_2.pt").is_file()
+    ctrl_rl("train", *small, "runner.max_iterations=4", "--checkpoint", "latest")
+    assert (run / "model_4.pt").is_file()  # resumed into the same run
+    capsys.readouterr()
+    ctrl_rl("eval", "latest", "--episodes", "4")
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("RESULT mean_return=")
+    ctrl_rl("export", "latest")
+    assert (run / "exported" / "policy.onnx").is_file()
+    ctrl_rl("train", "algo=a2c_test", "task=reach_1d", "--help")
+    text = capsys.readouterr().out
+    assert "algo.num_learning_epochs=1" in text and "Passes over the batch" in text  # inherited docs
+
+
+# ---- one place per default -----------------------------------------------------------------------
+
+
+def _tune_files() -> list[tuple[str, str]]:
+    out = []
+    for f in sorted((config_dir() / "tune").glob("*.yaml")):
+        algo = next(a for a in sorted(learners(), key=len, reverse=True) if f.stem.startswith(a + "_"))
+        out.append((algo, f.stem[len(algo) + 1:]))
+    return out
+
+
+def _flat(d: dict, prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+    return out
+
+
+def _tune_delta(path: Path) -> dict[str, object]:
+    """A tune file's keys, after those of the tune files its ``defaults`` list names."""
+    if not path.is_file():
+        return {}
+    raw = yaml.safe_load(path.read_text()) or {}
+    out: dict[str, object] = {}
+    for entry in raw.pop("defaults", []):
+        if entry != "_self_":
+            out.update(_tune_delta(path.parent / f"{entry}.yaml"))
+    out.update(_flat(raw))
+    return out
+
+
+def _expected(algo: str, task: str | None) -> dict[str, object]:
+    """Schema defaults, then the tune file's delta: what ``train`` must use."""
+    from ctrl_rl.config import TrainConfig
+    from ctrl_rl.registry import learner
+
+    task = task or "pendulum"
+    want = _flat(dataclasses.asdict(TrainConfig(algo=learner(algo).config())))
+    want["task.name"] = task
+    want.update(_tune_delta(config_dir() / "tune" / f"{algo}_{task}.yaml"))
+    if task == "quadruped_velocity_flat":
+        want["sim.name"] = "mujoco"
+    return want
+
+
+@pytest.mark.parametrize("algo,task", [(a, None) for a in ("bc", "fpo", "ppo", "pql", "props", "residual", "sac",
+                                                                "uni_o4")] + _tune_files())
+def test_train_config_is_schema_defaults_plus_tune_delta_and_help_prints_it(algo, task, capsys):
+    overrides = [f"algo={algo}", "dataset=d.hdf5"] + ([f"task={task}"] if task else [])
+    cfg = load_train_config(overrides)
+    got = _flat(dataclasses.asdict(cfg))
+    for key, value in _expected(algo, task).items():
+        if key == "algo.critic_obs" and value is None and got[key] is not None:
+            continue  # a schema that resolves it from the actor's groups (Uni-O4's offline V)
+        if key == "dataset":
+            continue
+        assert got[key] == pytest.approx(value) if isinstance(value, float) else got[key] == value, key
+    ctrl_rl("train", *overrides, "--help")
+    text = capsys.readouterr().out
+    docs = {**field_docs(type(cfg.algo))}
+    for f in dataclasses.fields(cfg.algo):
+        value = getattr(cfg.algo, f.name)
+        shown = "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+        assert f"  algo.{f.name}={shown} " in text, f.name
+        assert docs.get(f.name), f"algo.{f.name} has no description"
+    for section in ("env", "runner", "task", "sim"):
+        for f in dataclasses.fields(getattr(cfg, section)):
+            assert f"  {section}.{f.name}=" in text
+
+
+def test_no_learner_yaml_restates_defaults():
+    """``configs/`` holds choices and tune deltas; the schemas hold the defaults."""
+    assert not (Path(config_dir()) / "algo").exists()
