@@ -130,12 +130,9 @@ class PQLConfig(OffPolicyConfig):
     name: str = "pql"
     actor_hidden: List[int] = field(default_factory=lambda: [512, 256, 128])
     critic_hidden: List[int] = field(default_factory=lambda: [512, 256, 128])
-    num_steps_per_env: int = 1
-    """Actor steps (one env step of every env each) per iteration; logs and checkpoints count iterations."""
     batch_size: int = 8192
     """Transitions per V-learner gradient step, and observations per P-learner step."""
     buffer_size: int = 5_000_000
-    """Replay capacity in transitions (the V-learner's (s, a, r, s', d) rings, split over envs)."""
     learning_starts: int = 10000
     n_step: int = 3
     tau: float = 0.05

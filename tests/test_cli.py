@@ -6,6 +6,8 @@ import sys
 import pytest
 import torch
 
+from ctrl_rl.registry import learners
+
 
 def ctrl_rl(*args: str, cwd=None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "ctrl_rl.cli", *args], capture_output=True, text=True,
@@ -79,7 +81,7 @@ def test_eval_refuses_another_task_and_accepts_env_overrides(tmp_path):
     assert ok.stdout.strip().splitlines()[-1].startswith("RESULT mean_return=")
 
 
-@pytest.mark.parametrize("algo", ["bc", "fpo", "ppo", "pql", "props", "residual", "sac", "uni_o4"])
+@pytest.mark.parametrize("algo", sorted(learners()))
 def test_every_schema_field_is_overridable(algo, tmp_path):
     """``algo.<field>=v`` works for every field of the algorithm's schema."""
     import dataclasses

@@ -149,8 +149,7 @@ def _expected(algo: str, task: str | None) -> dict[str, object]:
     return want
 
 
-@pytest.mark.parametrize("algo,task", [(a, None) for a in ("bc", "fpo", "ppo", "pql", "props", "residual", "sac",
-                                                                "uni_o4")] + _tune_files())
+@pytest.mark.parametrize("algo,task", [(a, None) for a in sorted(learners())] + _tune_files())
 def test_train_config_is_schema_defaults_plus_tune_delta_and_help_prints_it(algo, task, capsys):
     overrides = [f"algo={algo}", "dataset=d.hdf5"] + ([f"task={task}"] if task else [])
     cfg = load_train_config(overrides)

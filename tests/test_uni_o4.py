@@ -153,7 +153,7 @@ def test_online_phase_starts_from_the_offline_policy_and_value(pendulum_data):
     cfg = load_train_config(["task=pendulum", "algo=uni_o4", f"dataset={pendulum_data}", *TINY])
     alg = _algo(cfg, Dataset.load_hdf5(pendulum_data))
     while not alg.offline_done:
-        alg.update()
+        alg.offline_update()
     with pytest.raises(RuntimeError, match="before start_online"):
         alg.act({"policy": torch.zeros(8, 3)})
     alg.start_online(2)
@@ -176,7 +176,7 @@ def test_hand_over_options_reset_exploration_warm_up_the_critic_and_adapt_only_t
                              "algo.critic_learning_rate=3e-4"])
     alg = _algo(cfg, Dataset.load_hdf5(pendulum_data))
     while not alg.offline_done:
-        alg.update()
+        alg.offline_update()
     obs = torch.randn(8, 3) * torch.tensor([1.0, 1.0, 4.0])
     offline_mean, offline_std = alg.offline.accepted[1].distribution(obs)
     assert not torch.allclose(offline_std, torch.full_like(offline_std, 0.7))

@@ -118,7 +118,10 @@ class UniO4(Learner):
         self.ppo.prepare_update()
 
     def update(self) -> dict[str, float]:
-        return self.offline_update() if self.phase == "offline" else self.ppo.update()
+        """PPO's update (the offline iterations are :meth:`offline_update`, which the runner calls)."""
+        if self.phase != "online":
+            raise RuntimeError("UniO4.update before start_online: the runner calls offline_update offline")
+        return self.ppo.update()
 
     def set_run_length(self, updates: int) -> None:
         self.ppo.set_run_length(updates)

@@ -55,11 +55,15 @@ class OfflineRunner(Runner):
             returns, lengths = run_episodes(self.env, policy, seed=seed)
         return float(returns.mean()), float(lengths.double().mean())
 
+    def offline_update(self) -> dict[str, float]:
+        """One iteration's gradient steps on the dataset (BC: its ``update``)."""
+        return self.alg.update()
+
     def iterate(self, logger: TrainLogger, episodes: EpisodeStats, total: int) -> None:
         """``update()`` on the dataset; every ``eval_interval`` iterations (and the last) an evaluation."""
         t0 = time.perf_counter()
         with self.profiler.stage("update"):
-            stats = self.alg.update()
+            stats = self.offline_update()
         self.iteration += 1
         t1 = time.perf_counter()
         interval = self.cfg.algo.eval_interval

@@ -41,6 +41,9 @@ class OfflineToOnlineRunner(OfflineRunner):
         logger.step_origin = self.offline_iterations
         logger.extra_env_steps = self.alg.selection_env_steps
 
+    def offline_update(self) -> dict[str, float]:
+        return self.alg.offline_update()
+
     def iterate(self, logger: TrainLogger, episodes: EpisodeStats, total: int) -> None:
         if self.alg.phase == "online":
             self.rollout_iteration(logger, episodes)

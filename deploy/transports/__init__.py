@@ -49,6 +49,11 @@ def split_stamp(t: float) -> tuple[int, int]:
     return int(sec), int(ns)
 
 
+def stamp_seconds(t: Any) -> float:
+    """A ``builtin_interfaces/Time`` (either transport's) -> float seconds."""
+    return t.sec + t.nanosec * 1e-9
+
+
 def make_transport(name: str, namespace: str = "", domain_id: int | None = None,
                    node_name: str = "ctrl_rl") -> Transport:
     """``'dds'`` or ``'rclpy'``; errors name the install that is missing."""

@@ -41,7 +41,7 @@ from cyclonedds.util import duration
 
 from .. import messages as m
 from ..config import TopicQos
-from . import split_stamp
+from . import split_stamp, stamp_seconds
 
 log = logging.getLogger(__name__)
 
@@ -159,8 +159,7 @@ def stamp_to_time(t: float) -> Time_:
     return Time_(sec=sec, nanosec=ns)
 
 
-def time_to_stamp(t: Time_) -> float:
-    return t.sec + t.nanosec * 1e-9
+time_to_stamp = stamp_seconds
 
 
 def _f64(xs: Any) -> list[float]:

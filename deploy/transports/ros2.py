@@ -33,7 +33,7 @@ from ..messages import (
     Twist,
     type_name,
 )
-from . import split_stamp
+from . import split_stamp, stamp_seconds
 
 FASTDDS_TRANSPORTS = "UDPv4"
 """Fast DDS transports unless ``FASTDDS_BUILTIN_TRANSPORTS`` is set: UDP only, no shared memory.
@@ -88,10 +88,6 @@ def _time(stamp: float) -> Time:
     return Time(sec=sec, nanosec=nsec)
 
 
-def _stamp(t: Time) -> float:
-    return t.sec + t.nanosec * 1e-9
-
-
 def _arr(a: Any) -> list[float]:
     """``ndarray -> list``: the message setters then build their ``array.array('d')`` in C."""
     return a.tolist() if isinstance(a, np.ndarray) else [float(x) for x in a]
@@ -115,7 +111,7 @@ def _js_to_ros(m: JointState) -> RosJointState:
 
 def _js_from_ros(r: RosJointState) -> JointState:
     h = r.header
-    return JointState(_stamp(h.stamp), list(r.name), _np(r.position), _np(r.velocity), _np(r.effort), h.frame_id)
+    return JointState(stamp_seconds(h.stamp), list(r.name), _np(r.position), _np(r.velocity), _np(r.effort), h.frame_id)
 
 
 def _imu_to_ros(m: Imu) -> RosImu:
@@ -133,7 +129,7 @@ def _imu_to_ros(m: Imu) -> RosImu:
 def _imu_from_ros(r: RosImu) -> Imu:
     q, av, la = r.orientation, r.angular_velocity, r.linear_acceleration
     return Imu(
-        _stamp(r.header.stamp),
+        stamp_seconds(r.header.stamp),
         np.array((q.w, q.x, q.y, q.z)),
         np.array((av.x, av.y, av.z)),
         np.array((la.x, la.y, la.z)),
@@ -181,7 +177,7 @@ def _diag_from_ros(r: RosDiagnosticArray) -> DiagnosticArray:
     status = [DiagnosticStatus(int.from_bytes(st.level, "little") if isinstance(st.level, bytes) else int(st.level),
                                st.name, st.message, st.hardware_id, [(kv.key, kv.value) for kv in st.values])
               for st in r.status]
-    return DiagnosticArray(_stamp(r.header.stamp), status, r.header.frame_id)
+    return DiagnosticArray(stamp_seconds(r.header.stamp), status, r.header.frame_id)
 
 
 CONVERTERS: dict[type, tuple[type, Callable[[Any], Any], Callable[[Any], Any]]] = {
