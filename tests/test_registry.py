@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from ctrl_rl.sims.torch_envs import register_task
+from ctrl_rl.sims.torch_envs.base import State, TorchVecEnv
 
 from ctrl_rl import cli
 from ctrl_rl.algos.heads import GaussianHead
@@ -18,8 +20,6 @@ from ctrl_rl.app.configure import config_dir, load_train_config
 from ctrl_rl.config_onpolicy import PPOConfig
 from ctrl_rl.registry import learners, register_learner
 from ctrl_rl.runners.on_policy import OnPolicyRunner
-from ctrl_rl.sims.torch_envs import register_task
-from ctrl_rl.sims.torch_envs.base import State, TorchVecEnv
 from ctrl_rl.utils.docs import field_docs
 
 # ---- a learner: vanilla policy gradient with a baseline (A2C's loss), on PPO's machinery ----------
@@ -83,6 +83,12 @@ def ctrl_rl(*argv: str) -> None:
 
 
 def test_a_learner_and_a_task_from_this_file_alone_go_through_every_command(tmp_path, monkeypatch, capsys):
+    from ctrl_rl import registry
+    from ctrl_rl.sims import torch_envs
+
+    learners()  # the built-ins first: this test's entries are undone after it, theirs are not
+    monkeypatch.setattr(registry, "_LEARNERS", dict(registry._LEARNERS))
+    monkeypatch.setattr(torch_envs, "TASKS", dict(torch_envs.TASKS))
     register_learner("a2c_test", config=A2CConfig, build=make_a2c, runner=OnPolicyRunner)
     register_task("reach_1d", Reach1D)
     monkeypatch.chdir(tmp_path)

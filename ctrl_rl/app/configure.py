@@ -189,6 +189,7 @@ def apply_overrides(cfg: TrainConfig, overrides: list[str]) -> TrainConfig:
                 raise ConfigError(f"{key}={value} conflicts with the checkpoint, which is for {key} '{saved}'; "
                                   f"drop the override or pick a checkpoint of {key} '{value}'")
             continue
+        _check_key(key, cfg.algo.name)
         dotted.append(f"{key}={value}")
     try:
         merged = OmegaConf.merge(OmegaConf.structured(cfg), OmegaConf.from_dotlist(dotted))
