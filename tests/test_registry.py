@@ -83,8 +83,9 @@ def ctrl_rl(*argv: str) -> None:
 
 
 def test_a_learner_and_a_task_from_this_file_alone_go_through_every_command(tmp_path, monkeypatch, capsys):
-    from ctrl_rl import registry
     from ctrl_rl.sims import torch_envs
+
+    from ctrl_rl import registry
 
     learners()  # the built-ins first: this test's entries are undone after it, theirs are not
     monkeypatch.setattr(registry, "_LEARNERS", dict(registry._LEARNERS))
