@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ctrl_rl.algos.heads import GaussianHead, Sample
+from ctrl_rl.algos.heads import PolicyHead, Sample
 from ctrl_rl.algos.losses import fpo_log_ratio, ppo_surrogate_loss
 from ctrl_rl.algos.ppo import PPO
 from ctrl_rl.config_onpolicy import FPOConfig
@@ -27,15 +27,13 @@ from ctrl_rl.runners.on_policy import OnPolicyRunner
 from ctrl_rl.storage.rollout import Minibatch
 
 
-class FlowHead(GaussianHead):
+class FlowHead(PolicyHead):
     """A :class:`~ctrl_rl.nets.flow.FlowActor` and the flow-matching likelihood ratio.
 
     Sampled actions are clipped to the env's action bounds before they are stored and scored: the
     flow learns the action the env executed. Unclipped, nothing stops a bang-bang task's actions
     from drifting far outside the bounds, where the CFM losses, and with them the ratio, blow up.
     """
-
-    gaussian = False
 
     def __init__(self, cfg: FPOConfig, action_bounds: tuple[float, float] | None):
         self.cfg, self.action_bounds = cfg, action_bounds

@@ -21,15 +21,45 @@ Sample = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str,
 """``(actions, log_prob, mean, std, extra)``: one step's actions and what the storage keeps of them."""
 
 
-class GaussianHead:
-    """A Gaussian policy (the actor's ``distribution``): PPO's likelihood-ratio surrogate."""
+class PolicyHead:
+    """What every head provides; the episode-state hooks default to a stateless policy."""
 
-    gaussian = True
+    gaussian: bool = False
     """Has a closed-form Gaussian density: the adaptive-KL schedule, ``mean_std`` and PROPS work on it."""
 
     def storage_shapes(self, action_dim: int) -> dict[str, tuple[int, ...]]:
         """Per-step tensors beyond PPO's (``RolloutStorage.extra_shapes``)."""
         return {}
+
+    def sample(self, actor: nn.Module, actor_in: torch.Tensor, generator: torch.Generator) -> Sample:
+        """One step's actions from ``actor`` and what the storage keeps of them."""
+        raise NotImplementedError
+
+    def loss(self, actor: nn.Module, mb: Minibatch, cfg: Any) -> tuple[torch.Tensor, torch.Tensor,
+                                                                      dict[str, torch.Tensor]]:
+        """``(surrogate, entropy, stats)`` of the actor on ``mb``."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ episode state
+    def episodes_ended(self, model: nn.Module, dones: torch.Tensor) -> None:
+        """Envs ``dones`` start new episodes (a stateful policy resets their state)."""
+
+    def episode_state(self, model: nn.Module) -> dict[str, Any]:
+        """Per-env policy state a checkpoint keeps for an exact resume; none here."""
+        return {}
+
+    def load_episode_state(self, model: nn.Module, state: dict[str, Any]) -> None:
+        """Restore :meth:`episode_state`."""
+
+    def inference_policy(self, model: nn.Module) -> nn.Module:
+        """The deterministic policy on raw actor observations."""
+        return model.actor
+
+
+class GaussianHead(PolicyHead):
+    """A Gaussian policy (the actor's ``distribution``): PPO's likelihood-ratio surrogate."""
+
+    gaussian = True
 
     def sample(self, actor: nn.Module, actor_in: torch.Tensor, generator: torch.Generator) -> Sample:
         mean, std = actor.distribution(actor_in)
@@ -48,18 +78,3 @@ class GaussianHead:
         log_prob = gaussian_log_prob(mb.actions, mean, std)
         surrogate, clip_frac, approx_kl = ppo_surrogate_loss(log_prob, mb.old_log_prob, mb.advantages, cfg.clip_param)
         return surrogate, gaussian_entropy(std).mean(), {"approx_kl": approx_kl, "clip_fraction": clip_frac, **stats}
-
-    # ------------------------------------------------------------------ episode state
-    def episodes_ended(self, model: nn.Module, dones: torch.Tensor) -> None:
-        """Envs ``dones`` start new episodes (a stateful policy resets their state)."""
-
-    def episode_state(self, model: nn.Module) -> dict[str, Any]:
-        """Per-env policy state a checkpoint keeps for an exact resume; none here."""
-        return {}
-
-    def load_episode_state(self, model: nn.Module, state: dict[str, Any]) -> None:
-        """Restore :meth:`episode_state`."""
-
-    def inference_policy(self, model: nn.Module) -> nn.Module:
-        """The deterministic policy on raw actor observations."""
-        return model.actor

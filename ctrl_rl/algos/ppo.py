@@ -24,14 +24,14 @@ from ctrl_rl import distributed
 from ctrl_rl.algos.base import Learner
 from ctrl_rl.algos.diagnostics import sampling_error
 from ctrl_rl.algos.graphs import CapturedStep
-from ctrl_rl.algos.heads import GaussianHead
+from ctrl_rl.algos.heads import GaussianHead, PolicyHead
 from ctrl_rl.algos.losses import compute_gae, explained_variance, value_loss
 from ctrl_rl.algos.rollouts import OneRollout
 from ctrl_rl.algos.schedule import LearningRate
 from ctrl_rl.config_onpolicy import PPOConfig
 from ctrl_rl.env import Obs
 from ctrl_rl.nets.actor_critic import ActorCritic
-from ctrl_rl.nets.normalizer import EmpiricalNormalizer
+from ctrl_rl.nets.normalizer import EmpiricalNormalizer, observe
 from ctrl_rl.registry import register_learner
 from ctrl_rl.runners.on_policy import OnPolicyRunner
 from ctrl_rl.storage.rollout import Minibatch, RolloutStorage, minibatches
@@ -54,10 +54,13 @@ class PPO(Learner):
 
     def __init__(self, cfg: PPOConfig, obs_dims: dict[str, int], action_dim: int, num_envs: int,
                  device: torch.device | str, seed: int = 0, action_bounds: tuple[float, float] | None = (-1.0, 1.0),
-                 inference_only: bool = False, *, model: ActorCritic | None = None, head: GaussianHead | None = None,
-                 source: Callable[[RolloutStorage], OneRollout] = OneRollout):
+                 inference_only: bool = False, *, model: ActorCritic | None = None, head: PolicyHead | None = None,
+                 source: Callable[[RolloutStorage, nn.Module], OneRollout] = OneRollout,
+                 observe: tuple[str, ...] = ("actor", "critic")):
         """``model``, ``head`` and ``source`` compose a variant (defaults: Gaussian PPO on one rollout);
-        ``source`` builds the rollout source around the first storage."""
+        ``source(storage, model)`` builds the rollout source around the first storage. ``observe``:
+        whose observation normalizers the collected data updates (a fine-tuning hand-over may keep
+        the actor's statistics fixed: ``()`` or ``("critic",)``)."""
         self.cfg = cfg
         self.device = torch.device(device)
         self.model = (model or ActorCritic(obs_dims, action_dim, cfg)).to(self.device)
@@ -66,16 +69,17 @@ class PPO(Learner):
         self.value_normalizer = (
             EmpiricalNormalizer(1, eps=1e-8, clip=None).to(self.device) if cfg.normalize_value else None
         )
-        self.observe_groups = ("actor", "critic")
-        """Whose observation normalizers the collected data updates (a fine-tuning hand-over may keep
-        the actor's statistics fixed: ``()`` or ``("critic",)``)."""
+        unknown = set(observe) - {"actor", "critic"}
+        if unknown:
+            raise ValueError(f"observe names {sorted(unknown)}; choose from: actor, critic")
+        self.observed_groups = observe
         critic_dim = sum(obs_dims[g] for g in self.model.critic_obs)
         storage = RolloutStorage(cfg.num_steps_per_env, num_envs, self.model.actor_dim, critic_dim, action_dim,
                                  self.device, extra_shapes=self.head.storage_shapes(action_dim))
         # Own RNG for action noise and minibatch order: reproducible, and saved in checkpoints.
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
-        self.source = source(storage)
+        self.source = source(storage, self.model)
         self.num_updates = 0  # completed updates (checkpointed: schedules keyed on it resume exactly)
         self.total_updates: int | None = None  # the run's length (``schedule=linear``)
         self.last_sampling_error: float | None = None
@@ -117,15 +121,10 @@ class PPO(Learner):
         return actions
 
     def _observe(self, actor_in: torch.Tensor, critic_in: torch.Tensor) -> None:
-        """Fold the step's observations into the running statistics of ``observe_groups``."""
-        if self.observe_groups == ("actor", "critic"):
-            self.model.update_normalizers(actor_in, critic_in)
-        elif self.observe_groups:
-            from ctrl_rl.nets.normalizer import observe
-
-            inputs = {"actor": (self.model.actor.normalizer, actor_in),
-                      "critic": (self.model.critic.normalizer, critic_in)}
-            observe(tuple(inputs[g] for g in self.observe_groups))
+        """Fold the step's observations into the running statistics of the ``observe`` normalizers."""
+        m = self.model
+        observe(pair for name, pair in (("actor", (m.actor.normalizer, actor_in)),
+                                        ("critic", (m.critic_normalizer, critic_in))) if name in self.observed_groups)
 
     @torch.no_grad()
     def process_step(self, next_obs: Obs, rewards: torch.Tensor, terminated: torch.Tensor,

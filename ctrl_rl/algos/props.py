@@ -38,10 +38,10 @@ class PROPSRollouts(OneRollout):
 
     keeps_replay = True
 
-    def __init__(self, storage: RolloutStorage, actor: nn.Module, cfg: PROPSConfig):
-        super().__init__(storage)
+    def __init__(self, storage: RolloutStorage, model: nn.Module, cfg: PROPSConfig):
+        super().__init__(storage, model)
         self.cfg = cfg
-        self.behavior = copy.deepcopy(actor)  # π_φ; reset to π_θ before each collection
+        self.behavior = copy.deepcopy(model.actor)  # π_φ; reset to π_θ before each collection
         self.behavior_optimizer = torch.optim.Adam(self.behavior.parameters(), lr=cfg.props_learning_rate, eps=1e-5)
         self.ring = [storage] + [storage.new_like() for _ in range(cfg.buffer_batches - 1)]
         self.head = 0  # ring index of the rollout being collected (self.storage)
@@ -137,9 +137,8 @@ def make_props(cfg: PROPSConfig, obs_dims: dict[str, int], action_dim: int, num_
                device: torch.device | str, seed: int = 0, action_bounds: tuple[float, float] | None = (-1.0, 1.0),
                inference_only: bool = False) -> PPO:
     """PPO on a :class:`PROPSRollouts` ring."""
-    alg = PPO(cfg, obs_dims, action_dim, num_envs, device, seed=seed)
-    alg.source = PROPSRollouts(alg.storage, alg.model.actor, cfg)
-    return alg
+    return PPO(cfg, obs_dims, action_dim, num_envs, device, seed=seed,
+               source=lambda storage, model: PROPSRollouts(storage, model, cfg))
 
 
 register_learner("props", config=PROPSConfig, build=make_props, runner=OnPolicyRunner, torchrun=True)

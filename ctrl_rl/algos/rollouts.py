@@ -14,7 +14,8 @@ class OneRollout:
     """PPO's source: the policy being trained collects one rollout; the update trains on it, then
     it is cleared. PROPS's ring of rollouts with a behavior policy (``algos/props.py``) extends it."""
 
-    def __init__(self, storage: RolloutStorage):
+    def __init__(self, storage: RolloutStorage, model: nn.Module):
+        """``model``: the learner's actor-critic (a behavior policy starts as its actor)."""
         self.storage = storage
         """The rollout being collected."""
 

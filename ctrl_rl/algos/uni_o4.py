@@ -35,11 +35,11 @@ class UniO4(Learner):
                  device: torch.device | str, seed: int = 0, action_bounds: tuple[float, float] | None = (-1.0, 1.0),
                  inference_only: bool = False):
         self.cfg = cfg
-        self.ppo = PPO(cfg, obs_dims, action_dim, num_envs, device, seed=seed)
         # online statistics only with online_update_normalizer (default: the dataset's, kept); a
         # fresh critic has no dataset statistics and always learns its own
-        self.ppo.observe_groups = (("actor", "critic") if cfg.online_update_normalizer else
-                                   ("critic",) if cfg.online_critic == "fresh" else ())
+        observe = ("actor", "critic") if cfg.online_update_normalizer else \
+            ("critic",) if cfg.online_critic == "fresh" else ()
+        self.ppo = PPO(cfg, obs_dims, action_dim, num_envs, device, seed=seed, observe=observe)
         self.model, self.generator, self.device = self.ppo.model, self.ppo.generator, self.ppo.device
         self.offline = UniO4Offline(cfg, self.model.actor_dim, action_dim, self.device, action_bounds, self.generator,
                                     seed=seed)
