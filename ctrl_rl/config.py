@@ -112,6 +112,29 @@ class GaussianPolicyConfig(PolicyNetConfig):
 
 
 @dataclass
+class MemoryConfig:
+    """A recurrent core in front of the actor's MLP (and the critic's): rsl_rl's recurrent actor-critic."""
+
+    rnn_type: str = "none"
+    """``lstm`` or ``gru``: the policy carries a memory across control steps (exported with its state
+    as an ONNX input/output); ``none``: a feed-forward policy on the current observation."""
+    rnn_hidden_size: int = 256
+    """Width of the recurrent state (and of the features the MLPs read)."""
+    rnn_num_layers: int = 1
+    """Stacked recurrent layers."""
+    rnn_critic: bool = True
+    """The critic has a memory of its own; false: a feed-forward critic (enough when it sees privileged state)."""
+
+    def __post_init__(self) -> None:
+        from ctrl_rl.nets.memory import RNN_TYPES
+
+        _check(self.rnn_type in RNN_TYPES, "algo.rnn_type",
+               f"must be one of: {', '.join(RNN_TYPES)} (got '{self.rnn_type}')")
+        _positive(self, "algo", "rnn_hidden_size", "rnn_num_layers")
+        super().__post_init__()  # type: ignore[misc]
+
+
+@dataclass
 class AcceleratedConfig:
     """How the update runs (not what it computes: both options are tested equal to eager)."""
 

@@ -102,6 +102,7 @@ class UniO4Config(PPOConfig):
 
     requires_dataset: ClassVar[bool] = True
 
+    recurrent: ClassVar[bool] = False
     name: str = "uni_o4"
     # --- online PPO (Uni-O4's fine-tuning defaults) ---
     learning_rate: float = 2e-5

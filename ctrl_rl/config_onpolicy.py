@@ -8,20 +8,25 @@ module registers its schema (``ctrl_rl.registry``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, List, Optional
+from typing import Any, ClassVar, List, Optional
 
 from ctrl_rl.config import (
     AcceleratedConfig,
     ActorCriticConfig,
     GaussianPolicyConfig,
+    MemoryConfig,
     _check,
     _positive,
 )
 
 
 @dataclass
-class PPOConfig(AcceleratedConfig, GaussianPolicyConfig, ActorCriticConfig):
+class PPOConfig(MemoryConfig, AcceleratedConfig, GaussianPolicyConfig, ActorCriticConfig):
     """Proximal Policy Optimization (Schulman et al. 2017) with rsl_rl's defaults."""
+
+    recurrent: ClassVar[bool] = True
+    """Takes ``algo.rnn_type``: the learners whose extra networks (PROPS's behavior policy, FPO's flow, a
+    residual's base) read raw observations say no."""
 
     name: str = "ppo"
     actor_hidden: List[int] = field(default_factory=lambda: [512, 256, 128])
@@ -91,6 +96,12 @@ class PPOConfig(AcceleratedConfig, GaussianPolicyConfig, ActorCriticConfig):
         _check(self.critic_learning_rate is None or self.critic_learning_rate > 0, f"{p}.critic_learning_rate",
                f"must be > 0 or null (the actor's step size), got {self.critic_learning_rate}")
         _check(self.critic_warmup >= 0, f"{p}.critic_warmup", f"must be >= 0 (0: none), got {self.critic_warmup}")
+        if self.rnn_type != "none":
+            _check(self.recurrent, f"{p}.rnn_type",
+                   f"{self.name} trains feed-forward policies; use algo=ppo for a recurrent one, or an observation "
+                   "history (task.kwargs.history_length=<frames>) with this learner")
+            _check(self.sampling_error_steps == 0, f"{p}.sampling_error_steps",
+                   "measures a feed-forward policy; with a recurrent one (algo.rnn_type) set it to 0")
 
     def check_env(self, num_envs: int) -> None:
         """Checks that need the env size (called by ``TrainConfig``)."""
@@ -99,6 +110,10 @@ class PPOConfig(AcceleratedConfig, GaussianPolicyConfig, ActorCriticConfig):
                f"a batch of {batch} samples (env.num_envs x algo.num_steps_per_env) cannot fill "
                f"{self.num_minibatches} minibatches of 2 or more; "
                "lower algo.num_minibatches or raise env.num_envs")
+        if self.rnn_type != "none":  # a recurrent update's minibatches are sets of whole envs
+            _check(num_envs >= self.num_minibatches, "algo.num_minibatches",
+                   f"a recurrent policy's minibatches are whole envs: {num_envs} env(s) cannot fill "
+                   f"{self.num_minibatches}; lower algo.num_minibatches or raise env.num_envs")
 
 
 @dataclass
@@ -107,6 +122,7 @@ class PROPSConfig(PPOConfig):
     behavior policy adapted before each collection to sample the actions the buffer is short of,
     so the buffer looks more on-policy than on-policy sampling makes it (lower sampling error)."""
 
+    recurrent: ClassVar[bool] = False
     name: str = "props"
     buffer_batches: int = 2
     """b: rollouts the PPO update trains on (the newest b), with log-probs and GAE recomputed
@@ -153,6 +169,7 @@ class FPOConfig(PPOConfig):
     """FPO (McAllister et al. 2025, "Flow Matching Policy Gradients"): PPO's clipped surrogate
     with a flow-matching policy, the likelihood ratio replaced by exp(old CFM loss − new CFM loss)."""
 
+    recurrent: ClassVar[bool] = False
     name: str = "fpo"
     clip_param: float = 0.05
     """Surrogate clip ε (the paper's 0.05; its Gaussian baseline used 0.3)."""
@@ -208,6 +225,7 @@ class ResidualConfig(PPOConfig):
     actor that sees ``[observation, base action]``; the action is ``a_base + residual_scale * r``.
     The residual's mean layer starts at exactly zero, so the first policy *is* the base."""
 
+    recurrent: ClassVar[bool] = False
     name: str = "residual"
     base: str = "zero"
     """The frozen base: ``zero`` (zero action: on a position-controlled robot task that is the PD

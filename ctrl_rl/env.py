@@ -89,6 +89,12 @@ class VecEnv(ABC):
         """
         return {}
 
+    def obs_terms(self) -> dict[str, list[tuple[str, int]]]:
+        """Each group's terms in order, ``(name, dim)``: the units an observation history stacks
+        (``task.kwargs.term_history``). Robot tasks list their terms; the default is one term per
+        group, named after the group."""
+        return {g: [(g, d)] for g, d in self.obs_dims.items()}
+
     @property
     def supports_state(self) -> bool:
         """Whether :meth:`get_state` / :meth:`set_state` are implemented."""

@@ -12,6 +12,15 @@ from ctrl_rl.env import Obs, VecEnv
 Policy = Callable[[Obs], torch.Tensor]
 
 
+def episodes_ended(policy: Policy, dones: torch.Tensor | None) -> None:
+    """Tell a recurrent policy (:class:`~ctrl_rl.nets.memory.StatefulPolicy`) that envs ``dones`` start
+    new episodes (None: the whole batch was reset); a feed-forward policy keeps no state."""
+    from ctrl_rl.nets.memory import StatefulPolicy
+
+    if isinstance(policy, StatefulPolicy):
+        policy.episodes_ended(dones)
+
+
 @torch.no_grad()
 def run_episodes(env: VecEnv, policy: Policy, seed: int,
                  on_episode: Callable[[int, float, int], None] | None = None,
@@ -25,6 +34,7 @@ def run_episodes(env: VecEnv, policy: Policy, seed: int,
     per-env measure in ``info["metrics"]``, its mean over the steps of the evaluated episodes.
     """
     obs = env.reset(seed=seed)
+    episodes_ended(policy, None)
     n = env.num_envs
     returns = torch.zeros(n, dtype=torch.float64, device=env.device)
     lengths = torch.zeros(n, dtype=torch.long, device=env.device)
@@ -34,6 +44,7 @@ def run_episodes(env: VecEnv, policy: Policy, seed: int,
     counts: dict[str, torch.Tensor] = {}
     for _ in range(env.max_episode_length + 1):
         obs, reward, terminated, truncated, info = env.step(policy(obs))
+        episodes_ended(policy, terminated | truncated)
         active = ~finished
         if metrics is not None:
             for name, v in info.get("metrics", {}).items():
@@ -99,6 +110,7 @@ def collect_dataset(env: VecEnv, policy: Policy, steps_per_env: int, seed: int, 
 
     behavior = with_action_noise(env, policy, noise_std, seed)
     obs = env.reset(seed=seed)
+    episodes_ended(policy, None)
     cols: dict[str, list[torch.Tensor]] = {k: [] for k in ("obs", "act", "rew", "term", "trunc", "next")}
     for _ in range(steps_per_env):
         actions = behavior(obs)
@@ -106,6 +118,7 @@ def collect_dataset(env: VecEnv, policy: Policy, steps_per_env: int, seed: int, 
         obs, reward, terminated, truncated, info = env.step(actions)
         nxt = concat_groups(obs, actor_obs)
         ended = terminated | truncated
+        episodes_ended(policy, ended)
         if "final_obs" in info and bool(ended.any()):
             nxt = torch.where(ended.unsqueeze(-1), concat_groups(info["final_obs"], actor_obs), nxt)
         for k, v in (("act", actions), ("rew", reward), ("term", terminated), ("trunc", truncated), ("next", nxt)):

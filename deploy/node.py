@@ -382,7 +382,7 @@ class DeployNode:
         """Close the recorded episode with the observation after its last action, from the latest
         signals (the one the next policy tick would have consumed)."""
         signals = self._signals(joints, imu, cmd)
-        obs = self.policy.observation(signals)
+        obs = self.policy.peek_observation(signals)
         grav = projected_gravity({"imu_quat": imu[0]})
         age = now - min(joints[2], imu[2])
         self.recorder.end(obs, end, terminal, now, {**signals, "projected_gravity": grav, "state_age": age})

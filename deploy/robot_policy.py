@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from ctrl_rl.robots.terms import ROBOT_SIGNALS, TERM_FUNCTIONS, ObsTerm, compute_obs
+from ctrl_rl.robots.terms import ROBOT_SIGNALS, TERM_FUNCTIONS, ObsTerm, TermHistory, compute_obs
 
 from .runtime import OnnxPolicy
 
@@ -50,8 +50,12 @@ class RobotPolicy:
         unknown = [t.name for t in self.terms if t.name not in TERM_FUNCTIONS]
         if unknown:
             raise ValueError(f"bundle uses observation term(s) {unknown} this ctrl_rl does not define")
-        if sum(t.dim for t in self.terms) != self.policy.obs_dim:
-            raise ValueError("bundle's observation terms do not add up to the network's input size")
+        if sum(t.dim * t.history for t in self.terms) != self.policy.obs_dim:
+            raise ValueError("bundle's observation terms (dims x history lengths) do not add up to the network's "
+                             "input size")
+        self.history = TermHistory([t.dim for t in self.terms], [t.history for t in self.terms]) \
+            if any(t.history > 1 for t in self.terms) else None
+        """The terms' frame stacks (None when every term is one frame), restarted by :meth:`reset`."""
         self.joint_names: list[str] = list(meta["joint_names"])
         self.default_pose = np.asarray(meta["default_pose"], dtype=np.float64)
         self.action_scale = float(meta["action_scale"])
@@ -91,16 +95,37 @@ class RobotPolicy:
                 raise ValueError(f"{where}: torque_limits must be {n} finite values > 0, got {tau.tolist()}")
 
     def reset(self) -> None:
-        """Forget the previous action (the ``last_action`` term starts at zero, as in training)."""
+        """Start an episode as training did: the ``last_action`` term at zero, the history stacks
+        filled with the next frame, a recurrent policy's state at zero."""
         self.last_action[:] = 0.0
+        if self.history is not None:
+            self.history.stacks = []
+        self.policy.reset()
 
-    def observation(self, signals: dict[str, Any]) -> np.ndarray:
-        """``[obs_dim]`` from robot signals in policy joint order (``imu_quat`` w-x-y-z,
-        ``imu_gyro`` body rad/s, ``joint_pos``/``joint_vel``, ``command`` (vx, vy, yaw rate))."""
+    def frame(self, signals: dict[str, Any]) -> np.ndarray:
+        """This tick's frame ``[sum of term dims]`` from robot signals in policy joint order (``imu_quat``
+        w-x-y-z, ``imu_gyro`` body rad/s, ``joint_pos``/``joint_vel``, ``command`` (vx, vy, yaw rate))."""
         values = {k: np.asarray(v, dtype=np.float64) for k, v in signals.items() if k in ROBOT_SIGNALS}
         values["last_action"] = self.last_action
         values["default_pose"] = self.default_pose
         return compute_obs(self.terms, values).astype(np.float32)
+
+    def observation(self, signals: dict[str, Any]) -> np.ndarray:
+        """``[obs_dim]``: this tick's frame, stacked behind the earlier ones (the history advances)."""
+        frame = self.frame(signals)
+        if self.history is None:
+            return frame
+        stacked = self.history.push(frame[None]) if self.history.stacks else self.history.restart(frame[None])
+        return stacked[0].astype(np.float32)
+
+    def peek_observation(self, signals: dict[str, Any]) -> np.ndarray:
+        """What :meth:`observation` would return, without advancing the history (an episode's last)."""
+        frame = self.frame(signals)
+        if self.history is None:
+            return frame
+        if not self.history.stacks:
+            return TermHistory(self.history.dims, self.history.lengths).restart(frame[None])[0].astype(np.float32)
+        return self.history.peek(frame[None])[0].astype(np.float32)
 
     def step(self, signals: dict[str, Any]) -> np.ndarray:
         """One control step: joint position targets (policy joint order)."""

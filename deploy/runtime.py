@@ -41,8 +41,29 @@ class OnnxPolicy:
         self.obs_dim = int(inputs["obs"].shape[1])
         # flow policies (FPO) take their initial noise as an input: zeros = the deterministic action
         self.noise_dim = int(inputs["noise"].shape[1]) if "noise" in inputs else 0
+        # recurrent policies take their state and return the next one: zeros = an episode's start
+        memory = self.metadata.get("memory")
+        self.memory_shape: tuple[int, ...] | None = None
+        if memory is not None:
+            if memory.get("input") not in inputs:
+                raise ValueError(f"bundle {path}: its metadata names memory input {memory.get('input')!r}, "
+                                 f"the graph has {sorted(inputs)}; re-export it with `ctrl-rl export <run>`")
+            self.memory_shape = tuple(int(d) for d in memory["shape"])
+            self._memory_io = (memory["input"], memory["output"])
+        self.state: np.ndarray | None = None
+        """A recurrent policy's state for the batch it last saw (None: zeros at the next call)."""
+
+    @property
+    def recurrent(self) -> bool:
+        return self.memory_shape is not None
+
+    def reset(self) -> None:
+        """Start new episodes: a recurrent policy's next call begins from the zero state."""
+        self.state = None
 
     def __call__(self, obs: np.ndarray, noise: np.ndarray | None = None) -> np.ndarray:
+        """Actions for ``obs`` ``[obs_dim]`` or ``[batch, obs_dim]``; a recurrent policy carries its
+        state from call to call (:meth:`reset` to start over)."""
         obs = np.asarray(obs, dtype=np.float32)
         single = obs.ndim == 1
         if single:
@@ -53,5 +74,12 @@ class OnnxPolicy:
         if self.noise_dim:
             feeds["noise"] = (np.zeros((len(obs), self.noise_dim), np.float32) if noise is None
                               else np.asarray(noise, dtype=np.float32).reshape(len(obs), self.noise_dim))
-        actions = self.session.run(None, feeds)[0]
+        if self.memory_shape is None:
+            actions = self.session.run(None, feeds)[0]
+        else:
+            if self.state is None or len(self.state) != len(obs):
+                self.state = np.zeros((len(obs), *self.memory_shape), np.float32)
+            feeds[self._memory_io[0]] = self.state
+            actions, state = self.session.run(["actions", self._memory_io[1]], feeds)
+            self.state = state
         return actions[0] if single else actions

@@ -76,6 +76,9 @@ class VelocityTaskConfig:
     """Clip each step's total reward at zero (legged_gym): early falls cannot pay."""
     rewards: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_REWARDS))
     """Reward term -> weight per second (0 disables a term)."""
+    policy_terms: tuple[str, ...] | None = None
+    """The actor's observation terms, a subset of the default six in their order (None: all six). E.g.
+    without ``base_ang_vel``: a proprioceptive policy that needs memory (a history or a recurrent core)."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -84,6 +87,11 @@ class VelocityTaskConfig:
                 raise ValueError(f"task.kwargs.{f.name} must be [low, high] with low <= high, got {list(value)}")
         if self.fixed_command is not None and len(self.fixed_command) != 3:
             raise ValueError(f"task.kwargs.fixed_command must be [vx, vy, yaw_rate], got {list(self.fixed_command)}")
+        if self.policy_terms is not None:
+            names = [t.name for t in policy_terms(0.0)]
+            unknown = [n for n in self.policy_terms if n not in names]
+            if unknown or not self.policy_terms:
+                raise ValueError(f"task.kwargs.policy_terms must name some of {names}, got {list(self.policy_terms)}")
         if self.decimation < 1 or self.episode_length_s <= 0:
             raise ValueError("task.kwargs.decimation must be >= 1 and episode_length_s > 0")
 
@@ -160,10 +168,11 @@ class VelocityTask:
         self.torque_sensors = [f"{j}_torque" for j in robot.joint_names]
         self.joint_pos_sensors = [f"{j}_pos" for j in robot.joint_names]
         self.joint_vel_sensors = [f"{j}_vel" for j in robot.joint_names]
-        pterms = tuple(ObsTerm(t.name, t.dim or nj, t.scale, t.clip, t.noise) for t in policy_terms(cfg.obs_noise))
+        every = tuple(ObsTerm(t.name, t.dim or nj, t.scale, t.clip, t.noise) for t in policy_terms(cfg.obs_noise))
+        pterms = tuple(t for t in every if cfg.policy_terms is None or t.name in cfg.policy_terms)
         self.obs_terms: dict[str, tuple[ObsTerm, ...]] = {"policy": pterms}
-        if cfg.privileged_critic:
-            clean = tuple(ObsTerm(t.name, t.dim, t.scale, t.clip) for t in pterms)
+        if cfg.privileged_critic:  # every measurable term (noise-free) and the privileged ones
+            clean = tuple(ObsTerm(t.name, t.dim, t.scale, t.clip) for t in every)
             self.obs_terms["critic"] = clean + (ObsTerm("base_lin_vel", 3, scale=2.0), ObsTerm("base_height", 1),
                                                 ObsTerm("foot_contact", len(self.feet)))
         self.obs_dims = {g: sum(t.dim for t in terms) for g, terms in self.obs_terms.items()}

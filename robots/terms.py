@@ -87,20 +87,23 @@ class ObsTerm:
     noise: float = 0.0
     """Half-width of uniform noise added in training (physical units, before scaling);
     never applied at deploy time."""
+    history: int = 1
+    """Frames of this term the policy sees, oldest first (1: the current frame only); the stacking
+    is :class:`TermHistory`'s, in training and on the robot."""
 
     def to_dict(self) -> dict[str, Any]:
         """The term as a deploy bundle stores it (no training noise)."""
         scale = list(self.scale) if isinstance(self.scale, tuple) else self.scale
-        return {"name": self.name, "dim": self.dim, "scale": scale, "clip": self.clip, "history": 1}
+        return {"name": self.name, "dim": self.dim, "scale": scale, "clip": self.clip, "history": self.history}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ObsTerm:
         """Inverse of :meth:`to_dict` (a bundle's term list back into terms)."""
-        if int(d.get("history", 1)) != 1:  # no task stacks frames yet; refuse rather than misread
-            raise ValueError(f"observation term {d['name']!r} has history {d['history']}: this ctrl_rl "
-                             "evaluates single-frame terms only (upgrade ctrl_rl on the robot)")
+        history = int(d.get("history", 1))
+        if history < 1:
+            raise ValueError(f"observation term {d['name']!r} has history {history}; it must be >= 1")
         scale = tuple(float(x) for x in d["scale"]) if isinstance(d["scale"], list) else float(d["scale"])
-        return cls(d["name"], int(d["dim"]), scale, d["clip"])
+        return cls(d["name"], int(d["dim"]), scale, d["clip"], history=history)
 
 
 def compute_term(term: ObsTerm, signals: Mapping[str, Array], noise: Array | None = None) -> Array:
@@ -128,3 +131,61 @@ def compute_obs(terms: Sequence[ObsTerm], signals: Mapping[str, Array],
     parts = [compute_term(t, signals, noise(t) if noise is not None and t.noise > 0 else None)
              for t in terms]
     return namespace(parts[0]).concatenate(parts, -1)
+
+
+class TermHistory:
+    """The last ``lengths[i]`` frames of each term of one observation group, per row.
+
+    The stacked observation lays each term's frames out oldest first, term after term (Isaac
+    Lab's flattened term history): ``[a_{t-2}, a_{t-1}, a_t, b_t]`` for term ``a`` with history 3
+    and ``b`` with 1. A row that starts an episode is filled with its first frame (no zeros the
+    policy never saw in training). Works on numpy arrays (the robot) and torch tensors (the env)
+    with the same operations, so the layout is written once.
+    """
+
+    def __init__(self, dims: Sequence[int], lengths: Sequence[int]) -> None:
+        if len(dims) != len(lengths) or any(h < 1 for h in lengths):
+            raise ValueError(f"history lengths {list(lengths)} must be >= 1, one per term of {list(dims)}")
+        self.dims, self.lengths = [int(d) for d in dims], [int(h) for h in lengths]
+        self.stacks: list[Array] = []
+        """Per term ``[rows, history, dim]``, oldest frame first (empty before :meth:`restart`)."""
+
+    @property
+    def out_dim(self) -> int:
+        """Width of the stacked observation."""
+        return sum(d * h for d, h in zip(self.dims, self.lengths, strict=True))
+
+    def _split(self, frame: Array) -> list[Array]:
+        if frame.shape[-1] != sum(self.dims):
+            raise ValueError(f"frame has {frame.shape[-1]} values; the terms add up to {sum(self.dims)}")
+        bounds = np.cumsum([0, *self.dims])
+        return [frame[:, a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+    def _flat(self, stacks: Sequence[Array]) -> Array:
+        return namespace(stacks[0]).concatenate([s.reshape(s.shape[0], -1) for s in stacks], -1)
+
+    def restart(self, frame: Array) -> Array:
+        """Every row starts over from ``frame`` ``[rows, dim]``; returns the stacked observation."""
+        self.stacks = self._filled(frame)
+        return self._flat(self.stacks)
+
+    def _filled(self, frame: Array) -> list[Array]:
+        xp = namespace(frame)
+        return [xp.concatenate([f[:, None]] * h, 1) for f, h in zip(self._split(frame), self.lengths, strict=True)]
+
+    def peek(self, frame: Array) -> Array:
+        """The stacked observation with ``frame`` as the newest, without keeping it (``final_obs``)."""
+        return self._flat(self._appended(frame))
+
+    def _appended(self, frame: Array) -> list[Array]:
+        xp = namespace(frame)
+        return [xp.concatenate([s[:, 1:], f[:, None]], 1) for s, f in zip(self.stacks, self._split(frame), strict=True)]
+
+    def push(self, frame: Array, restart: Array | None = None) -> Array:
+        """Append ``frame``; rows where ``restart`` (bool ``[rows]``) is true start over from it."""
+        stacks = self._appended(frame)
+        if restart is not None:
+            where = namespace(frame).where
+            stacks = [where(restart[:, None, None], n, s) for n, s in zip(self._filled(frame), stacks, strict=True)]
+        self.stacks = stacks
+        return self._flat(stacks)

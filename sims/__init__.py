@@ -68,12 +68,20 @@ def make_env(
 ) -> VecEnv:
     """Build ``num_envs`` copies of ``task`` on backend ``sim``, already reset with ``seed``.
 
-    ``task_kwargs`` go to the task (e.g. ``max_episode_length=100`` or pendulum's ``g``).
+    ``task_kwargs`` go to the task (e.g. ``max_episode_length=100`` or pendulum's ``g``), except
+    ``history_length`` and ``term_history``: observation history, for every backend
+    (``ctrl_rl.sims.history``).
     """
     backend = _backend(sim)
     if int(num_envs) < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-    return backend.make(task, int(num_envs), device, seed, **task_kwargs)
+    history = {k: task_kwargs.pop(k) for k in ("history_length", "term_history") if k in task_kwargs}
+    env = backend.make(task, int(num_envs), device, seed, **task_kwargs)
+    if not history:
+        return env
+    from .history import with_history
+
+    return with_history(env, **history)  # type: ignore[arg-type]
 
 
 def list_tasks(sim: str | None = None) -> dict[str, list[str]]:

@@ -151,6 +151,9 @@ class MjVecEnv(VecEnv):
         self.episode_return.copy_(state["episode_return"])
         self._generator.set_state(state["generator"])
 
+    def obs_terms(self) -> dict[str, list[tuple[str, int]]]:
+        return {g: [(t.name, t.dim) for t in terms] for g, terms in self.task.obs_terms.items()}
+
     def deploy_metadata(self) -> dict[str, Any]:
         meta = self.task.deploy_metadata()
         meta["physics_dt"] = float(self.physics.model.opt.timestep)

@@ -75,14 +75,22 @@ def final_params(run_dir: Path, it: int) -> dict:
     return torch.load(run_dir / f"model_{it}.pt", weights_only=False)["algo"]["model"]
 
 
+RECURRENT = ["algo.rnn_type=lstm", "algo.rnn_hidden_size=16", "task.kwargs.observe_velocity=false",
+             "task.kwargs.history_length=2", "task.kwargs.max_episode_length=20"]
+"""An LSTM policy on frame pairs, with episodes ending inside every rollout: memory states, their
+rollout starts and the history stacks must all come back."""
+
+
 @pytest.mark.slow
-def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path):
+@pytest.mark.parametrize("extra", [[], RECURRENT], ids=["mlp", "lstm_history"])
+def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path, extra):
     total = 12
-    straight = train(SMALL + [f"runner.max_iterations={total}", f"runner.log_root={tmp_path / 'a'}"])
+    small = SMALL + extra
+    straight = train(small + [f"runner.max_iterations={total}", f"runner.log_root={tmp_path / 'a'}"])
 
     # the same run, killed with SIGKILL as soon as its first checkpoint exists
     root_b = tmp_path / "b"
-    cmd = [sys.executable, "-m", "ctrl_rl.cli", "train", *SMALL, "runner.max_iterations=100000",
+    cmd = [sys.executable, "-m", "ctrl_rl.cli", "train", *small, "runner.max_iterations=100000",
            f"runner.log_root={root_b}"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.time() + 240

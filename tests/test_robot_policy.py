@@ -93,3 +93,55 @@ print("ok")
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr
+
+
+BLIND = ["projected_gravity", "velocity_commands", "joint_pos_rel", "joint_vel", "last_action"]
+"""The quadruped's policy terms without base velocities: IMU gravity, command, joints, last action."""
+
+
+@pytest.fixture(scope="module")
+def memory_bundle(tmp_path_factory):
+    """An LSTM policy on frame stacks of the velocity-free terms: everything the robot side must keep."""
+    root = tmp_path_factory.mktemp("memory_runs")
+    run = train([f"task={TASK}", "env.num_envs=8", "algo.num_steps_per_env=8", "runner.max_iterations=1",
+                 "algo.actor_hidden=[32]", "algo.critic_hidden=[32]", "runner.progress=false",
+                 "algo.rnn_type=lstm", "algo.rnn_hidden_size=16", "algo.num_minibatches=2",
+                 f"task.kwargs.policy_terms=[{','.join(BLIND)}]",
+                 "task.kwargs.term_history={joint_pos_rel:3,joint_vel:3,projected_gravity:2}",
+                 f"runner.log_root={root}"])
+    return run, export(str(run), [])
+
+
+def test_numpy_history_and_memory_rebuild_the_env_from_the_bundle_alone(memory_bundle):
+    """100 closed-loop steps with resets (0.5 s episodes): the robot side's stacked observation equals
+    the env's (1e-5) and its ONNX actions with their carried state equal the torch policy's."""
+    from ctrl_rl.app.session import load_policy, policy_fn
+    from ctrl_rl.episodes import episodes_ended
+
+    run, bundle = memory_bundle
+    rp = RobotPolicy(bundle)
+    assert rp.policy.recurrent and rp.history is not None
+    assert [t.history for t in rp.terms] == [2, 1, 3, 3, 1]
+    _, _, alg, _ = load_policy(str(run), [])
+    torch_policy = policy_fn(alg)
+    env = make_env("mujoco", TASK, 1, seed=5, episode_length_s=0.5, policy_terms=BLIND,
+                   term_history={"joint_pos_rel": 3, "joint_vel": 3, "projected_gravity": 2}, **EXACT)
+    obs = env.reset(seed=5)
+    episodes_ended(torch_policy, None)
+    rp.reset()
+    resets = 0
+    for _ in range(100):
+        s = {k: v[0].double().numpy() for k, v in env.task.signals(env.physics).items() if k in ROBOT_SIGNALS}
+        np.testing.assert_allclose(rp.observation(s), obs["policy"][0].numpy(), atol=1e-5)
+        actions = rp.policy(obs["policy"][0].numpy())
+        with torch.no_grad():
+            expected = torch_policy(obs)
+        np.testing.assert_allclose(actions, expected[0].numpy(), atol=1e-5)
+        rp.targets(actions)  # the last_action term follows what the robot was sent
+        obs, _, terminated, truncated, _ = env.step(torch.as_tensor(actions)[None])
+        done = terminated | truncated
+        episodes_ended(torch_policy, done)
+        if bool(done):
+            resets += 1
+            rp.reset()
+    assert resets >= 3

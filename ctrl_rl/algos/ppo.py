@@ -14,7 +14,8 @@ update trains on, and a :class:`~ctrl_rl.algos.schedule.LearningRate` owns the s
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -31,10 +32,11 @@ from ctrl_rl.algos.schedule import LearningRate
 from ctrl_rl.config_onpolicy import PPOConfig
 from ctrl_rl.env import Obs
 from ctrl_rl.nets.actor_critic import ActorCritic
+from ctrl_rl.nets.memory import MemoryStates, RecurrentPolicy
 from ctrl_rl.nets.normalizer import EmpiricalNormalizer, observe
 from ctrl_rl.registry import register_learner
 from ctrl_rl.runners.on_policy import OnPolicyRunner
-from ctrl_rl.storage.rollout import Minibatch, RolloutStorage, minibatches
+from ctrl_rl.storage.rollout import Minibatch, RolloutStorage, env_minibatches, minibatches
 from ctrl_rl.utils.guards import check_finite
 
 log = logging.getLogger(__name__)
@@ -80,6 +82,8 @@ class PPO(Learner):
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
         self.source = source(storage, self.model)
+        self.memory = MemoryStates(self.model, num_envs, self.device) if self.model.actor_memory is not None else None
+        """Per-env recurrent states while collecting (``algo.rnn_type``), or None for a feed-forward policy."""
         self.num_updates = 0  # completed updates (checkpointed: schedules keyed on it resume exactly)
         self.total_updates: int | None = None  # the run's length (``schedule=linear``)
         self.last_sampling_error: float | None = None
@@ -115,7 +119,8 @@ class PPO(Learner):
         """Sample actions for ``obs`` from the collecting policy and record the step in storage."""
         actor_in, critic_in = self.model.actor_input(obs), self.model.critic_input(obs)
         self._observe(actor_in, critic_in)
-        actions, log_prob, mean, std, extra = self.head.sample(self.source.behavior_actor(self.model), actor_in,
+        policy_in = actor_in if self.memory is None else self.memory.actor_features(actor_in, self.storage.step == 0)
+        actions, log_prob, mean, std, extra = self.head.sample(self.source.behavior_actor(self.model), policy_in,
                                                                self.generator)
         self.storage.add(actor_in, critic_in, actions, log_prob, mean, std, **extra)
         return actions
@@ -123,7 +128,7 @@ class PPO(Learner):
     def _observe(self, actor_in: torch.Tensor, critic_in: torch.Tensor) -> None:
         """Fold the step's observations into the running statistics of the ``observe`` normalizers."""
         m = self.model
-        observe(pair for name, pair in (("actor", (m.actor.normalizer, actor_in)),
+        observe(pair for name, pair in (("actor", (m.actor_normalizer, actor_in)),
                                         ("critic", (m.critic_normalizer, critic_in))) if name in self.observed_groups)
 
     @torch.no_grad()
@@ -134,6 +139,8 @@ class PPO(Learner):
         final_critic = self.model.critic_input(info["final_obs"]) if "final_obs" in info else next_critic
         self.storage.add_outcome(rewards, terminated, truncated, next_critic, final_critic)
         self.head.episodes_ended(self.model, terminated | truncated)
+        if self.memory is not None:
+            self.memory.episodes_ended(terminated | truncated)
 
     def _values(self, critic_in: torch.Tensor) -> torch.Tensor:
         v = self.model.critic(critic_in)
@@ -151,17 +158,21 @@ class PPO(Learner):
 
         ``next_values[t] = V(s_{t+1})``, except where an episode ended at ``t``: there it is
         ``V(final_obs_t)``, the true last state (used only by truncations; terminations
-        zero it inside :func:`compute_gae`).
+        zero it inside :func:`compute_gae`). A recurrent critic reads ``final_obs_t`` with its state
+        after step t, before the episode's reset.
         """
         check_finite("rewards", s.rewards, "the env's reward")
         check_finite("observations", s.critic_obs, "the env's observations")
         T, N = s.num_steps, s.num_envs
-        all_values = self._values(s.critic_obs.reshape((T + 1) * N, -1)).reshape(T + 1, N)
+        critic_in, final_in = s.critic_obs, s.final_critic_obs
+        if self.memory is not None and self.model.critic_memory is not None:
+            critic_in, final_in = self.memory.critic_rollout(s.critic_obs, s.dones, s.final_critic_obs)
+        all_values = self._values(critic_in.reshape((T + 1) * N, -1)).reshape(T + 1, N)
         s.values.copy_(all_values[:-1])
         next_values = all_values[1:].clone()
         ended = s.dones.nonzero(as_tuple=True)  # one host sync per iteration, not per step
         if ended[0].numel() > 0:
-            next_values[ended] = self._values(s.final_critic_obs[ended])
+            next_values[ended] = self._values(final_in[ended])
         adv, ret = compute_gae(s.rewards, s.values, next_values, s.terminated, s.dones, self.cfg.gamma, self.cfg.lam)
         s.advantages.copy_(adv)
         s.returns.copy_(ret)
@@ -187,7 +198,7 @@ class PPO(Learner):
         totals: dict[str, torch.Tensor] = {}
         n = 0
         for _ in range(cfg.num_learning_epochs):
-            for mb in minibatches(batch, num_minibatches, self.generator):
+            for mb in self._minibatches(batch, num_minibatches):
                 stats = self._step(mb)
                 for k, v in stats.items():
                     totals[k] = totals.get(k, 0.0) + v
@@ -207,10 +218,34 @@ class PPO(Learner):
         self.num_updates += 1
         return out
 
+    def _minibatches(self, batch: dict[str, torch.Tensor], num_minibatches: int) -> Iterator[Minibatch]:
+        """One epoch: random samples, or (recurrent) whole envs with their trajectories."""
+        if self.memory is None:
+            return minibatches(batch, num_minibatches, self.generator)
+        s = self.storage
+        return env_minibatches(batch, s.num_steps, s.dones, self.memory.start, num_minibatches, self.generator)
+
+    def _through_memory(self, mb: Minibatch) -> Minibatch:
+        """A recurrent model's minibatch with its raw observations replaced by the memories' features,
+        each trajectory run from its start state (truncated BPTT over the rollout)."""
+        seq, m = mb.sequences, self.model
+        if seq is None:
+            return mb
+        T = seq.num_steps
+        B = mb.actor_obs.shape[0] // T
+
+        def features(memory: nn.Module, x: torch.Tensor, key: str) -> torch.Tensor:
+            out = memory.over_trajectories(x.reshape(T, B, -1), seq.start_states[key], seq.trajectories)
+            return out.reshape(T * B, -1)
+
+        critic_in = mb.critic_obs if m.critic_memory is None else features(m.critic_memory, mb.critic_obs, "critic")
+        return replace(mb, actor_obs=features(m.actor_memory, mb.actor_obs, "actor"), critic_obs=critic_in)
+
     def minibatch_loss(self, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The PPO loss on ``mb`` and its detached statistics: a pure function of the networks'
         state (what ``compile`` compiles). During the first ``critic_warmup`` updates the critic's alone."""
         cfg = self.cfg
+        mb = self._through_memory(mb)
         v_loss = self.critic_loss(mb)
         if self.num_updates < cfg.critic_warmup:
             zero = v_loss.new_zeros(())
@@ -245,8 +280,10 @@ class PPO(Learner):
 
     # ------------------------------------------------------------------ inference / io
     def inference_policy(self) -> nn.Module:
-        """The deterministic policy on raw actor observations."""
-        return self.head.inference_policy(self.model)
+        """The deterministic policy on raw actor observations (with a memory: on observations and the
+        memory state, returning the next state too)."""
+        actor = self.head.inference_policy(self.model)
+        return actor if self.model.actor_memory is None else RecurrentPolicy(self.model.actor_memory, actor)
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -259,6 +296,7 @@ class PPO(Learner):
             "last_sampling_error": self.last_sampling_error,
             **self.source.state_dict(),
             "episode_state": self.head.episode_state(self.model),
+            "memory_states": self.memory.state_dict() if self.memory is not None else None,
         }
 
     def load_state_dict(self, state: dict[str, Any], restore_rng: bool = True) -> None:
@@ -274,6 +312,8 @@ class PPO(Learner):
         if restore_rng:
             if state.get("episode_state"):  # training resume: where each env's policy state is
                 self.head.load_episode_state(self.model, state["episode_state"])
+            if self.memory is not None:
+                self.memory.load_state_dict(state["memory_states"])
             try:
                 self.generator.set_state(state["generator"])
             except RuntimeError:  # CPU and CUDA generator states differ in layout

@@ -27,18 +27,27 @@ def export(spec: str, overrides: list[str], output: str | None = None) -> Path:
     """Write ``<run>/exported/policy.onnx`` after the ONNX/torch parity check passes."""
     import ctrl_rl
     from ctrl_rl.deploy.export import export_onnx
+    from ctrl_rl.episodes import episodes_ended
     from ctrl_rl.nets.actor_critic import concat_groups
+    from ctrl_rl.nets.memory import StatefulPolicy
 
     cfg, path, alg, state = load_policy(spec, overrides)
     out = Path(output) if output else path.parent / "exported" / "policy.onnx"
     env = checked_env(cfg, state, 16, cfg.seed + 1)
-    recorded = []
+    recorded, starts = [], []
     obs = env.reset(seed=cfg.seed + 1)
     policy = policy_fn(alg)
+    recurrent = isinstance(policy, StatefulPolicy)
+    start = torch.ones(env.num_envs, dtype=torch.bool, device=env.device)
     with torch.no_grad():
-        for _ in range(64):  # observations the policy really meets, for the parity check
+        # observations the policy really meets, for the parity check; a recurrent policy's as sequences
+        # longer than an episode where the task's episodes are short enough to end inside them
+        for _ in range(max(256, min(env.max_episode_length + 56, 1024)) if recurrent else 64):
             recorded.append(concat_groups(obs, alg.model.actor_obs).cpu().numpy())
-            obs, *_ = env.step(policy(obs))
+            starts.append(start.cpu().numpy())
+            obs, _, terminated, truncated, _ = env.step(policy(obs))
+            start = terminated | truncated
+            episodes_ended(policy, start)
     obs_dims = {g: env.obs_dims[g] for g in alg.model.actor_obs}
     metadata = {
         "ctrl_rl_version": ctrl_rl.__version__, "task": cfg.task.name, "sim": cfg.sim.name,
@@ -54,7 +63,8 @@ def export(spec: str, overrides: list[str], output: str | None = None) -> Path:
     policy = alg.inference_policy().cpu()
     _check_exportable(policy, cfg)
     info = export_onnx(policy, sum(obs_dims.values()), bounds, out, metadata,
-                       recorded_obs=np.concatenate(recorded))
+                       recorded_obs=None if recurrent else np.concatenate(recorded),
+                       recorded_sequences=(np.stack(recorded), np.stack(starts)) if recurrent else None)
     print(f"exported {out} (parity max abs diff {info['max_abs_diff']:.2e} over {info['num_probes']} observations)")
     print(f"RESULT path={out} max_abs_diff={info['max_abs_diff']:.3e}")
     return out

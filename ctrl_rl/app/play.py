@@ -9,6 +9,7 @@ import torch
 
 from ctrl_rl.app.configure import load_train_config
 from ctrl_rl.app.session import build_env, checked_env, load_policy, policy_fn, require_device
+from ctrl_rl.episodes import episodes_ended
 
 
 def _render_sims() -> list[str]:
@@ -47,6 +48,7 @@ def _play_loop(env, policy, seed: int, steps: int | None, on_episode: Callable[[
     ``on_step(t)`` runs after the reset (``t=0``) and after each step.
     """
     obs = env.reset(seed=seed)
+    episodes_ended(policy, None)
     on_step(0)
     n = env.num_envs
     running = torch.zeros(n, dtype=torch.float64, device=env.device)
@@ -59,6 +61,7 @@ def _play_loop(env, policy, seed: int, steps: int | None, on_episode: Callable[[
         running += reward.double()
         length += 1
         ended = terminated | truncated
+        episodes_ended(policy, ended)
         report = ended if steps is not None else ended & ~seen
         for i in report.nonzero().flatten().tolist():
             returns.append(float(running[i]))

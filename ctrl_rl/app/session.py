@@ -168,6 +168,9 @@ def checked_env(cfg: TrainConfig, state: dict, num_envs: int, seed: int):
 def policy_fn(alg):
     """The learner's deterministic policy on an env's observation dict (what export writes)."""
     from ctrl_rl.nets.actor_critic import concat_groups
+    from ctrl_rl.nets.memory import RecurrentPolicy, StatefulPolicy
 
     policy, groups = alg.inference_policy().eval(), alg.model.actor_obs
+    if isinstance(policy, RecurrentPolicy):  # keeps each env's memory between calls
+        return StatefulPolicy(policy, groups)
     return lambda obs: policy(concat_groups(obs, groups))

@@ -11,6 +11,7 @@ from torch import nn
 from ctrl_rl.nets.groups import GroupedModel
 from ctrl_rl.nets.groups import concat_groups as concat_groups  # re-exported: callers import it from here
 from ctrl_rl.nets.groups import resolve_groups as resolve_groups  # re-exported, as concat_groups
+from ctrl_rl.nets.memory import Memory
 from ctrl_rl.nets.mlp import mlp
 from ctrl_rl.nets.normalizer import EmpiricalNormalizer
 
@@ -106,13 +107,28 @@ class ActorCritic(GroupedModel):
     def __init__(self, obs_dims: dict[str, int], action_dim: int, cfg: PPOConfig,
                  make_actor: Callable[[int], nn.Module] | None = None):
         super().__init__(obs_dims, cfg.actor_obs, cfg.critic_obs)
-        self.actor = make_actor(self.actor_dim) if make_actor is not None else GaussianActor(
-            self.actor_dim, action_dim, cfg.actor_hidden, cfg.activation,
-            cfg.init_std, cfg.std_type, cfg.min_std, cfg.max_std, cfg.normalize_obs,
+        rnn = cfg.rnn_type != "none"
+        self.actor_memory = Memory(self.actor_dim, cfg.rnn_type, cfg.rnn_hidden_size, cfg.rnn_num_layers,
+                                   cfg.normalize_obs) if rnn else None
+        """The actor's recurrent core (``algo.rnn_type``), or None: a feed-forward actor."""
+        self.critic_memory = Memory(self.critic_dim, cfg.rnn_type, cfg.rnn_hidden_size, cfg.rnn_num_layers,
+                                    cfg.normalize_obs) if rnn and cfg.rnn_critic else None
+        """The critic's own recurrent core (``algo.rnn_critic``), or None."""
+        # behind a memory the MLPs read its features; the memory normalizes the raw observations
+        actor_in = cfg.rnn_hidden_size if rnn else self.actor_dim
+        critic_in = cfg.rnn_hidden_size if self.critic_memory is not None else self.critic_dim
+        self.actor = make_actor(actor_in) if make_actor is not None else GaussianActor(
+            actor_in, action_dim, cfg.actor_hidden, cfg.activation,
+            cfg.init_std, cfg.std_type, cfg.min_std, cfg.max_std, cfg.normalize_obs and not rnn,
         )
-        self.critic = ValueCritic(self.critic_dim, cfg.critic_hidden, cfg.activation, cfg.normalize_obs)
+        self.critic = ValueCritic(critic_in, cfg.critic_hidden, cfg.activation,
+                                  cfg.normalize_obs and self.critic_memory is None)
+
+    @property
+    def actor_normalizer(self) -> nn.Module:
+        return self.actor_memory.normalizer if self.actor_memory is not None else self.actor.normalizer
 
     @property
     def critic_normalizer(self) -> nn.Module:
-        """The value critic normalizes its own input (it is inside the critic, not beside it)."""
-        return self.critic.normalizer
+        """The critic's input normalizer: inside its memory, or inside the value MLP."""
+        return self.critic_memory.normalizer if self.critic_memory is not None else self.critic.normalizer

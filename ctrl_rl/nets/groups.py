@@ -57,6 +57,11 @@ class GroupedModel(nn.Module):
         """Width of the critic's input."""
 
     @property
+    def actor_normalizer(self) -> nn.Module:
+        """The module that normalizes the actor's raw input."""
+        return self.actor.normalizer
+
+    @property
     def shares_obs(self) -> bool:
         """Actor and critic read the same groups (storage then keeps one copy)."""
         return self.actor_obs == self.critic_obs
@@ -69,4 +74,4 @@ class GroupedModel(nn.Module):
 
     @torch.no_grad()
     def update_normalizers(self, actor_in: torch.Tensor, critic_in: torch.Tensor) -> None:
-        observe(((self.actor.normalizer, actor_in), (self.critic_normalizer, critic_in)))
+        observe(((self.actor_normalizer, actor_in), (self.critic_normalizer, critic_in)))

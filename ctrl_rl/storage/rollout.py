@@ -7,6 +7,8 @@ from dataclasses import dataclass, field, fields
 
 import torch
 
+from ctrl_rl.nets.memory import Trajectories, trajectories
+
 
 @dataclass
 class Minibatch:
@@ -23,9 +25,25 @@ class Minibatch:
     returns: torch.Tensor
     extra: dict[str, torch.Tensor] = field(default_factory=dict)
     """Learner-specific per-sample tensors (FPO's noise, times and flow-matching losses)."""
+    sequences: Sequences | None = None
+    """For a recurrent model: the samples are ``T`` steps of ``B`` whole envs (time-major ``[T * B]``)
+    and this says where their trajectories start and from which memory states."""
 
 
-_MINIBATCH_FIELDS = {f.name for f in fields(Minibatch)} - {"extra"}
+@dataclass
+class Sequences:
+    """The trajectory layout of a minibatch of whole envs (``ctrl_rl.nets.memory``)."""
+
+    num_steps: int
+    """T: steps per env (the rollout's length)."""
+    trajectories: Trajectories
+    """Where the envs' episodes start and end inside the rollout."""
+    start_states: dict[str, torch.Tensor]
+    """Memory states ``[B, k, hidden]`` of the minibatch's envs at the rollout's first step (``actor``,
+    and ``critic`` when the critic has a memory)."""
+
+
+_MINIBATCH_FIELDS = {f.name for f in fields(Minibatch)} - {"extra", "sequences"}
 
 
 class RolloutStorage:
@@ -179,3 +197,16 @@ def minibatches(flat: dict[str, torch.Tensor], num_minibatches: int, generator: 
     for idx in minibatch_indices(actions.shape[0], num_minibatches, generator, actions.device):
         mb = {k: v[idx] for k, v in flat.items()}
         yield Minibatch(**{k: mb.pop(k) for k in _MINIBATCH_FIELDS}, extra=mb)
+
+
+def env_minibatches(flat: dict[str, torch.Tensor], num_steps: int, dones: torch.Tensor,
+                    start_states: dict[str, torch.Tensor], num_minibatches: int,
+                    generator: torch.Generator) -> Iterator[Minibatch]:
+    """One epoch over whole envs, for a recurrent model: a fresh random partition of the envs into
+    ``num_minibatches`` sets, each minibatch all ``num_steps`` steps of its envs (time-major) with
+    their trajectories (cut at ``dones`` ``[T, N]``) and memory ``start_states`` (``[N, k, hidden]``)."""
+    T, n = num_steps, dones.shape[1]
+    for idx in minibatch_indices(n, num_minibatches, generator, dones.device):
+        mb = {k: v.reshape(T, n, *v.shape[1:])[:, idx].reshape(T * len(idx), *v.shape[1:]) for k, v in flat.items()}
+        seq = Sequences(T, trajectories(dones[:, idx]), {k: v[idx] for k, v in start_states.items()})
+        yield Minibatch(**{k: mb.pop(k) for k in _MINIBATCH_FIELDS}, extra=mb, sequences=seq)

@@ -57,7 +57,14 @@ class PendulumEnv(TorchVecEnv):
         l: float = 1.0,  # noqa: E741 - the reference's symbol
         max_episode_length: int | None = None,
         physics_dtype: torch.dtype | str = torch.float64,
+        observe_velocity: bool = True,
     ) -> None:
+        """``observe_velocity=False``: observations are (cos θ, sin θ) only, a partially observed
+        task that needs memory (an observation history or a recurrent policy) to swing up."""
+        if not isinstance(observe_velocity, bool):
+            raise ValueError(f"task.kwargs.observe_velocity must be true or false, got {observe_velocity!r}")
+        self.observe_velocity = observe_velocity
+        self.obs_dims = {"policy": 3 if observe_velocity else 2}
         self.g = task_number("g", g)
         self.m = task_number("m", m, 0.0, strict=True)
         self.l = task_number("l", l, 0.0, strict=True)
@@ -93,5 +100,6 @@ class PendulumEnv(TorchVecEnv):
 
     def _observe(self, state: State) -> Obs:
         th = state["th"]
-        obs = torch.stack((torch.cos(th), torch.sin(th), state["thdot"]), dim=1)
+        parts = [torch.cos(th), torch.sin(th)] + ([state["thdot"]] if self.observe_velocity else [])
+        obs = torch.stack(parts, dim=1)
         return {"policy": obs.to(torch.float32)}
