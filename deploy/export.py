@@ -134,7 +134,8 @@ def check_sequence_parity(policy: nn.Module, model_bytes: bytes, observations: n
             state_o[start] = 0.0
             act_t, state_t = policy(torch.as_tensor(obs), state_t)
             act_o, state_o = sess.run(None, {"obs": obs, MEMORY_IO[0]: state_o})
-            worst = max(worst, float(np.abs(act_t.numpy() - act_o).max()), float(np.abs(state_t.numpy() - state_o).max()))
+            worst = max(worst, float(np.abs(act_t.numpy() - act_o).max()),
+                        float(np.abs(state_t.numpy() - state_o).max()))
             if not np.isfinite(worst) or worst > tol:
                 raise ParityError(f"ONNX output differs from torch by {worst:.3g} (> {tol:g}) on a sequence; "
                                   "refusing to write the bundle")

@@ -6,11 +6,11 @@ import math
 import numpy as np
 import pytest
 import torch
+from ctrl_rl.sims import make_env
 
 from ctrl_rl.algos.ppo import PPO
 from ctrl_rl.config_onpolicy import PPOConfig
 from ctrl_rl.nets.memory import Memory, split_trajectories, trajectories, unpad
-from ctrl_rl.sims import make_env
 from ctrl_rl.storage.rollout import env_minibatches
 
 
@@ -103,3 +103,38 @@ def test_recurrent_bootstrap_value_uses_the_pre_reset_state():
         adv_t4 = s.rewards[4] + 0.9 * v_final - s.values[4]  # GAE with lam=1 at a truncation: bootstrapped
     assert bool(s.dones[4].all()) and not bool(s.terminated[4].any())
     torch.testing.assert_close(s.advantages[4], adv_t4, rtol=1e-5, atol=1e-5)
+
+
+def test_recurrent_export_checks_sequences_and_refuses_a_mismatch(tmp_path):
+    from ctrl_rl.deploy.export import ExportedRecurrentPolicy, ParityError, check_sequence_parity, export_onnx
+    from ctrl_rl.deploy.runtime import OnnxPolicy
+
+    from ctrl_rl.nets.actor_critic import GaussianActor
+    from ctrl_rl.nets.memory import RecurrentPolicy
+
+    torch.manual_seed(0)
+
+    def policy() -> RecurrentPolicy:
+        actor = GaussianActor(8, 2, [16], "elu", 1.0, "scalar", 1e-3, 10.0, False)
+        return RecurrentPolicy(Memory(3, "lstm", 8, 2, normalize_obs=True), actor).eval()
+
+    a, b = policy(), policy()
+    info = export_onnx(a, 3, (-1.0, 1.0), tmp_path / "policy.onnx", {"task": "t"})
+    assert info["num_probes"] >= 256 * 8 and info["max_abs_diff"] <= 1e-5
+    onnx_policy = OnnxPolicy(tmp_path / "policy.onnx")
+    assert onnx_policy.recurrent and onnx_policy.metadata["memory"]["shape"] == [4, 8]
+    # the runtime carries the state: two calls differ from two fresh starts, reset() starts over
+    obs = np.ones(3, np.float32)
+    first = onnx_policy(obs)
+    state = onnx_policy.state.copy()
+    second = onnx_policy(obs)
+    assert np.abs(onnx_policy.state - state).max() > 1e-3 and np.abs(first - second).max() > 1e-6
+    onnx_policy.reset()
+    np.testing.assert_allclose(onnx_policy(obs), first, atol=1e-6)
+    starts = np.zeros((40, 2), bool)
+    starts[[0, 20]] = True
+    seq = np.random.default_rng(0).normal(size=(40, 2, 3))
+    model_bytes = (tmp_path / "policy.onnx").read_bytes()
+    assert check_sequence_parity(ExportedRecurrentPolicy(a, (-1.0, 1.0)), model_bytes, seq, starts, (4, 8)) < 1e-5
+    with pytest.raises(ParityError, match="on a sequence"):
+        check_sequence_parity(ExportedRecurrentPolicy(b, (-1.0, 1.0)), model_bytes, seq, starts, (4, 8))
