@@ -12,9 +12,11 @@ from ctrl_rl.app.evaluate import evaluate
 from ctrl_rl.app.train import train
 
 
-def train_and_evaluate(task: str, tmp_path, max_env_steps: int, algo: str = "ppo") -> dict[str, float]:
-    """Train ``task`` with its default config (checked to fit ``max_env_steps``), then evaluate."""
-    overrides = [f"algo={algo}", f"task={task}", f"runner.log_root={tmp_path}", "runner.progress=false"]
+def train_and_evaluate(task: str, tmp_path, max_env_steps: int, algo: str = "ppo",
+                       extra: tuple[str, ...] = ()) -> dict[str, float]:
+    """Train ``task`` with its default config and ``extra`` overrides (checked to fit ``max_env_steps``),
+    then evaluate."""
+    overrides = [f"algo={algo}", f"task={task}", f"runner.log_root={tmp_path}", "runner.progress=false", *extra]
     cfg = load_train_config(overrides)
     assert cfg.env.num_envs * cfg.algo.num_steps_per_env * cfg.runner.max_iterations <= max_env_steps
     return evaluate(str(train(overrides)), [], episodes=100, seed=2024)
@@ -94,3 +96,20 @@ def test_uni_o4_pendulum_offline_then_online_reaches_minus_200_within_330k_onlin
                  f"runner.log_root={tmp_path}", "runner.progress=false"]
     result = evaluate(str(train(overrides)), [], episodes=100, seed=2024)
     assert result["mean_return"] >= -200.0, result
+
+
+BLIND_PENDULUM = ("task.kwargs.observe_velocity=false", "runner.max_iterations=150")
+"""Pendulum with cos θ, sin θ only, at half the tuned budget (512 envs x 32 steps x 150 = 2.5M steps)."""
+
+
+@pytest.mark.slow
+def test_ppo_blind_pendulum_one_frame_mlp_stays_below_minus_400(tmp_path):
+    """Without the velocity one frame cannot tell a swing from a fall: memory is needed."""
+    result = train_and_evaluate("pendulum", tmp_path, 2_500_000, extra=BLIND_PENDULUM)
+    assert result["mean_return"] < -400.0, result
+
+
+@pytest.mark.slow
+def test_ppo_blind_pendulum_three_frame_history_reaches_minus_250_within_2_5M_steps(tmp_path):
+    result = train_and_evaluate("pendulum", tmp_path, 2_500_000, extra=(*BLIND_PENDULUM, "task.kwargs.history_length=3"))
+    assert result["mean_return"] >= -250.0, result
