@@ -111,5 +111,6 @@ def test_ppo_blind_pendulum_one_frame_mlp_stays_below_minus_400(tmp_path):
 
 @pytest.mark.slow
 def test_ppo_blind_pendulum_three_frame_history_reaches_minus_250_within_2_5M_steps(tmp_path):
-    result = train_and_evaluate("pendulum", tmp_path, 2_500_000, extra=(*BLIND_PENDULUM, "task.kwargs.history_length=3"))
+    extra = (*BLIND_PENDULUM, "task.kwargs.history_length=3")
+    result = train_and_evaluate("pendulum", tmp_path, 2_500_000, extra=extra)
     assert result["mean_return"] >= -250.0, result
