@@ -114,3 +114,15 @@ def test_ppo_blind_pendulum_three_frame_history_reaches_minus_250_within_2_5M_st
     extra = (*BLIND_PENDULUM, "task.kwargs.history_length=3")
     result = train_and_evaluate("pendulum", tmp_path, 2_500_000, extra=extra)
     assert result["mean_return"] >= -250.0, result
+
+
+RECURRENT_PENDULUM = ("task.kwargs.observe_velocity=false", "runner.max_iterations=150", "env.num_envs=256",
+                      "algo.num_minibatches=4", "algo.rnn_hidden_size=32")
+"""A recurrent PPO on the blind pendulum: 256 envs x 32 steps x 150 = 1.2M steps, minibatches of 64 whole envs."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rnn", ["gru", "lstm"])
+def test_ppo_recurrent_blind_pendulum_reaches_minus_250_within_1_25M_steps(tmp_path, rnn):
+    result = train_and_evaluate("pendulum", tmp_path, 1_250_000, extra=(*RECURRENT_PENDULUM, f"algo.rnn_type={rnn}"))
+    assert result["mean_return"] >= -250.0, result
