@@ -96,19 +96,17 @@ def bench_ours(args: argparse.Namespace) -> dict:
                    sum(r["learning_time"] for r in rows) / len(rows))
 
 
-def bench_rsl_rl(args: argparse.Namespace) -> dict:
+def rsl_rl_env(env: Any, seed: int) -> Any:
+    """Our VecEnv behind rsl_rl 5.x's interface: TensorDict obs, int dones, ``time_outs``."""
     from rsl_rl.env import VecEnv as RslVecEnv
-    from rsl_rl.runners import OnPolicyRunner as RslRunner
     from tensordict import TensorDict
 
     class RslRlEnv(RslVecEnv):
-        """Our VecEnv behind rsl_rl 5.x's interface: TensorDict obs, int dones, ``time_outs``."""
-
-        def __init__(self, env: Any) -> None:
+        def __init__(self) -> None:
             self.env, self.num_envs, self.num_actions = env, env.num_envs, env.action_dim
             self.max_episode_length, self.device, self.cfg = env.max_episode_length, env.device, {}
             self.episode_length_buf = torch.zeros(env.num_envs, dtype=torch.long, device=env.device)
-            self._obs = self._td(env.reset(seed=args.seed))
+            self._obs = self._td(env.reset(seed=seed))
 
         def _td(self, obs: dict[str, torch.Tensor]) -> TensorDict:
             return TensorDict(obs, batch_size=[self.num_envs], device=self.device)
@@ -124,6 +122,12 @@ def bench_rsl_rl(args: argparse.Namespace) -> dict:
             self.episode_length_buf = torch.where(dones, 0, self.episode_length_buf + 1)
             self._obs = self._td(obs)
             return self._obs, reward, dones.long(), {"time_outs": truncated}
+
+    return RslRlEnv()
+
+
+def bench_rsl_rl(args: argparse.Namespace) -> dict:
+    from rsl_rl.runners import OnPolicyRunner as RslRunner
 
     mlp = {"class_name": "MLPModel", "hidden_dims": list(args.hidden), "activation": "elu",
            "obs_normalization": True}
@@ -143,7 +147,7 @@ def bench_rsl_rl(args: argparse.Namespace) -> dict:
         },
     }
     torch.manual_seed(args.seed)
-    runner = RslRunner(RslRlEnv(_make_env(args)), cfg, log_dir=None, device="cpu")
+    runner = RslRunner(rsl_rl_env(_make_env(args), args.seed), cfg, log_dir=None, device="cpu")
     times: list[tuple[float, float]] = []
     log = runner.logger.log
 
