@@ -34,6 +34,23 @@ def test_ppo_throughput_runs_all_frameworks() -> None:
     assert sum(line.startswith(("| ours ", "| rsl_rl ", "| sb3 ")) for line in lines) == 3
 
 
+RECURRENT_SCRIPT = SCRIPT.parent / "recurrent_ppo.py"
+
+
+@pytest.mark.skipif(bool(MISSING), reason=f"needs the bench extra: missing {', '.join(MISSING)}")
+def test_recurrent_ppo_runs_both_frameworks() -> None:
+    cmd = [sys.executable, str(RECURRENT_SCRIPT), "--smoke", "--threads", "1"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    values = dict(kv.split("=", 1) for kv in last.split()[1:])
+    assert last.startswith("RESULT ") and "failed" not in proc.stdout, proc.stdout
+    for key in ("ours_sps", "rsl_rl_sps", "vs_rsl_rl"):
+        assert float(values[key]) > 0, f"{key}={values[key]}:\n{proc.stdout}"
+    for key in ("ours_return", "rsl_rl_return"):  # 4 iterations: returns of an untrained policy, but finite
+        assert math.isfinite(float(values[key])) and float(values[key]) < 0, proc.stdout
+
+
 SIM_SCRIPT = SCRIPT.parent / "sim_throughput.py"
 
 
