@@ -74,3 +74,25 @@ def test_history_options_are_checked_by_name(kwargs, match):
 def test_quadruped_policy_terms_checked():
     with pytest.raises(ValueError, match="policy_terms must name some of"):
         make_env("mujoco", "quadruped_velocity_flat", 1, seed=0, policy_terms=["base_lin_vel"])
+
+
+def test_history_env_passes_the_vecenv_conformance_suite():
+    """Stacked groups keep every VecEnv guarantee: same-step resets, ``final_obs`` equal to a twin that
+    is not cut, seeding, clipping, and an exact state round trip (the stacks included)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from vecenv_conformance import check_vecenv
+
+    def pendulum(length):
+        return lambda n, seed: make_env("torch", "pendulum", n, seed=seed, max_episode_length=length,
+                                        observe_velocity=False, history_length=3)
+
+    check_vecenv(pendulum(7), num_envs=4, seed=1, make_untruncated=pendulum(10_000))
+
+    def quadruped(**kw):
+        return lambda n, seed: make_env("mujoco", "quadruped_velocity_flat", n, seed=seed,
+                                        history_length={"policy": 2, "critic": 2}, **{"episode_length_s": 0.4, **kw})
+
+    check_vecenv(quadruped(), num_envs=4, seed=2, make_untruncated=quadruped(episode_length_s=1e9))
