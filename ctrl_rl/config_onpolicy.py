@@ -102,6 +102,8 @@ class PPOConfig(MemoryConfig, AcceleratedConfig, GaussianPolicyConfig, ActorCrit
                    "history (task.kwargs.history_length=<frames>) with this learner")
             _check(self.sampling_error_steps == 0, f"{p}.sampling_error_steps",
                    "measures a feed-forward policy; with a recurrent one (algo.rnn_type) set it to 0")
+            _check(not self.cudagraphs, f"{p}.cudagraphs",
+                   "replays fixed shapes, and a recurrent minibatch's number of trajectories varies; set it to false")
 
     def check_env(self, num_envs: int) -> None:
         """Checks that need the env size (called by ``TrainConfig``)."""
