@@ -138,3 +138,18 @@ def test_recurrent_export_checks_sequences_and_refuses_a_mismatch(tmp_path):
     assert check_sequence_parity(ExportedRecurrentPolicy(a, (-1.0, 1.0)), model_bytes, seq, starts, (4, 8)) < 1e-5
     with pytest.raises(ParityError, match="on a sequence"):
         check_sequence_parity(ExportedRecurrentPolicy(b, (-1.0, 1.0)), model_bytes, seq, starts, (4, 8))
+
+
+@pytest.mark.parametrize("algo, extra, match", [
+    ("props", [], r"algo.rnn_type: props trains feed-forward policies; use algo=ppo .*task.kwargs.history_length"),
+    ("fpo", [], r"algo.rnn_type: fpo trains feed-forward policies"),
+    ("ppo", ["algo.cudagraphs=true"], r"algo.cudagraphs: replays fixed shapes"),
+    ("ppo", ["algo.rnn_type=rnn"], r"algo.rnn_type: must be one of: none, lstm, gru"),
+    ("ppo", ["env.num_envs=2", "algo.num_minibatches=4"], r"minibatches are whole envs: 2 env\(s\) cannot fill 4"),
+])
+def test_recurrent_options_are_refused_with_the_fix(algo, extra, match):
+    from ctrl_rl.app.configure import load_train_config
+    from ctrl_rl.config import ConfigError
+
+    with pytest.raises(ConfigError, match=match):
+        load_train_config([f"algo={algo}", "task=pendulum", "algo.rnn_type=lstm", *extra])
