@@ -145,3 +145,28 @@ def test_numpy_history_and_memory_rebuild_the_env_from_the_bundle_alone(memory_b
             resets += 1
             rp.reset()
     assert resets >= 3
+
+
+def test_peek_observation_does_not_advance_the_history(memory_bundle):
+    """The node records an episode's last observation with ``peek_observation``: what the next tick
+    would see, with the stacks and the memory left as they were."""
+    _, bundle = memory_bundle
+    rp = RobotPolicy(bundle)
+    rng = np.random.default_rng(0)
+    n = len(rp.joint_names)
+
+    def signals():
+        q = rng.normal(size=4)
+        return dict(imu_quat=q / np.linalg.norm(q), imu_gyro=rng.normal(size=3), command=rng.normal(size=3),
+                    joint_pos=rp.default_pose + 0.1 * rng.normal(size=n), joint_vel=rng.normal(size=n))
+
+    rp.reset()
+    first = signals()
+    np.testing.assert_array_equal(rp.peek_observation(first), rp.observation(first))  # a fresh start
+    for _ in range(3):
+        rp.observation(signals())
+    stacks = [s.copy() for s in rp.history.stacks]
+    nxt = signals()
+    peeked = rp.peek_observation(nxt)
+    assert all(np.array_equal(a, b) for a, b in zip(stacks, rp.history.stacks, strict=True))
+    np.testing.assert_array_equal(peeked, rp.observation(nxt))
