@@ -32,6 +32,12 @@ on a shared machine the slower rounds measure the neighbours):
   to put 1024 envs on a few cores with gymnasium); up to ``--async-per-env-max`` envs also
   gymnasium's usual ``AsyncVectorEnv`` with one worker process per env.
 
+Rough terrain (``--no-terrain`` skips it), at the largest ``--envs``: the flat and the rough task's
+``VecEnv.step`` (rough: the default 10 x 10 grid, limb colliders, the critic's 187-ray height
+scan, curriculum), the rough task without limb colliders, and the height scan alone, by the
+terrain lookup the CPU backend uses and by ``mj_ray`` per ray (at 16 envs). RESULT adds
+``rough_sps``, ``rough_vs_flat``, ``scan_us`` (µs per env-step) and ``scan_frac`` (of the rough step).
+
 ``--variants`` adds rollout rows with other ``chunk_size`` / ``nthread`` settings. If sim
 ``mjwarp`` is registered, MuJoCo Warp runs at ``--warp-worlds`` on ``--device`` (building the
 env, which compiles or loads the kernels, and the first step are timed separately, excluded).
@@ -383,6 +389,72 @@ def cpu_rows(s: Setup, n: int, cores: int, variants: bool, async_per_env_max: in
     return rows
 
 
+class TerrainVecEnv(OursVecEnv):
+    """``MjVecEnv.step`` of the flat or the rough task (terrain grid, limb colliders, height scan)."""
+
+    def __init__(self, s: Setup, n: int, task: str, label: str, **kwargs: Any) -> None:
+        import torch
+        from ctrl_rl.sims import make_env
+
+        self.name, self.n, self.workers, self.device = label, n, os.cpu_count() or 1, torch.device("cpu")
+        self.env = make_env("mujoco", task, n, seed=0, **kwargs)
+        self.actions = torch.from_numpy(s.actions[:, :n]).float()
+
+
+class ScanRow(Row):
+    """The rough task's height scan alone (``HeightScanner.scan`` on the current base poses)."""
+
+    def __init__(self, n: int, method: str) -> None:
+        from ctrl_rl.sims import make_env
+
+        self.name, self.workers = f"height scan alone ({method})", 1
+        self.env = make_env("mujoco", "quadruped_velocity_rough", n, seed=0, height_scan={"method": method})
+        self.signals = self.env.task.signals(self.env.physics)
+        self.scanner = self.env.task.scanner
+
+    def reset(self) -> None:
+        pass
+
+    def step(self, k: int) -> None:
+        self.scanner.scan(self.signals["_base_pos"], self.signals["imu_quat"], 0.3)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def terrain_section(s: Setup, n: int, seconds: float, episode: int, repeats: int, ray_envs: int) -> dict[str, str]:
+    """Rough terrain vs flat ground through the whole VecEnv on ``sim=mujoco``, and the scan's cost."""
+    print()
+    print(f"Rough terrain on sim=mujoco at {n} envs (default grid: 10 x 10 sub-terrains of 8 m, 0.1 m heightfield; "
+          "random actions, so robots stumble and reset as in early training)")
+    print()
+    print("| row | envs | env-steps/s | µs per env-step | vs flat |")
+    print("|---|---:|---:|---:|---:|")
+    rows: list[Row] = []
+    try:
+        rows = [TerrainVecEnv(s, n, TASK, "flat task VecEnv.step"),
+                TerrainVecEnv(s, n, "quadruped_velocity_rough", "rough task VecEnv.step"),
+                TerrainVecEnv(s, n, "quadruped_velocity_rough", "rough task, no limb colliders",
+                              limb_collisions=False),
+                ScanRow(n, "lookup"), ScanRow(ray_envs, "ray")]
+        sizes = [n, n, n, n, ray_envs]
+        best = [0.0] * len(rows)
+        for _ in range(repeats):
+            for i, (row, size) in enumerate(zip(rows, sizes, strict=True)):
+                best[i] = max(best[i], measure(row, size, seconds, episode))
+    finally:
+        for row in rows:
+            row.close()
+    for row, size, sps in zip(rows, sizes, best, strict=True):
+        print(f"| {row.name} | {size} | {sps:,.0f} | {1e6 / sps:.2f} | {sps / best[0]:.2f}x |", flush=True)
+    scan_us, rough_us = 1e6 / best[3], 1e6 / best[1]
+    print(f"\nheight scan (187 rays, lookup) = {scan_us:.2f} µs per env-step = {100 * scan_us / rough_us:.1f}% of the "
+          f"rough step; mj_ray per ray from Python = {1e6 / best[4]:.0f} µs per env-step")
+    return {"rough_envs": str(n), "flat_vecenv_sps": f"{best[0]:.0f}", "rough_sps": f"{best[1]:.0f}",
+            "rough_vs_flat": f"{best[1] / best[0]:.2f}", "scan_us": f"{scan_us:.2f}",
+            "scan_frac": f"{scan_us / rough_us:.3f}", "ray_scan_us": f"{1e6 / best[4]:.0f}"}
+
+
 def warp_section(s: Setup, worlds: list[int], device: str, seconds: float, episode: int) -> None:
     """MuJoCo Warp through our ``mjwarp`` sim: build and compile times, then steady state."""
     from ctrl_rl.sims import SIMS
@@ -428,6 +500,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="cpu", help="MuJoCo Warp device (cpu or cuda)")
     parser.add_argument("--warp-worlds", default=None,
                         help="comma list (default 4,16,64 on cpu, 4 with --quick; 4096,16384 on cuda)")
+    parser.add_argument("--no-terrain", action="store_true", help="skip the rough-terrain rows")
     parser.add_argument("--quick", action="store_true", help="0.2 s per row, short episodes (smoke test)")
     args = parser.parse_args(argv)
     if args.quick:
@@ -482,6 +555,9 @@ def main(argv: list[str] | None = None) -> None:
                   "vecenv_sps": f"{by_name['ours: mujoco VecEnv.step']:.0f}",
                   "sync_sps": f"{by_name['gymnasium SyncVectorEnv']:.0f}"}
     result.update(async1)
+    if not args.no_terrain:
+        result.update(terrain_section(s, sizes[-1], args.seconds, args.episode, args.repeats,
+                                      ray_envs=4 if args.quick else 16))
     warp_section(s, worlds, args.device, args.seconds, args.episode)
     print()
     print("RESULT " + " ".join(f"{k}={v}" for k, v in result.items()))

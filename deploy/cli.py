@@ -241,6 +241,15 @@ def run_sim2sim(args: argparse.Namespace) -> dict[str, Any]:
            "--noise", *map(str, args.noise)]
     if args.namespace:
         cmd += ["--namespace", args.namespace]
+    from .runtime import OnnxPolicy
+
+    meta = OnnxPolicy(args.bundle).metadata
+    if meta.get("terrain"):  # a rough-terrain policy walks on the terrain it trained on
+        cmd += ["--terrain", json.dumps(meta["terrain"])]
+        if not meta.get("limb_collisions", True):
+            cmd.append("--no-limb-collisions")
+        if args.terrain_cell:
+            cmd += ["--terrain-cell", *map(str, args.terrain_cell)]
     if args.cmd_vel:
         cmd += ["--cmd-vel", *map(str, args.cmd_vel)]
     if args.joint_order:  # the robot driver's order: JointState is mapped by name, commands go in this order
@@ -311,6 +320,9 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--joint-order", default="", help="bridge's joint order: 'reversed' or names a,b,...")
             p.add_argument("--noise", type=float, nargs=3, default=(0.0, 0.0, 0.0), metavar=("POS", "VEL", "GYRO"))
             p.add_argument("--latency", type=float, default=0.0, help="bridge's sensing-to-publish delay (s)")
+            p.add_argument("--terrain-cell", type=int, nargs=2, default=None, metavar=("ROW", "COL"),
+                           help="rough-terrain bundles: the sub-terrain the robot starts on (default: middle row, "
+                                "column 0)")
         p.set_defaults(func=run_node if name == "node" else run_sim2sim)
     return parser
 

@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from ctrl_rl.robots.terms import ROBOT_SIGNALS, TERM_FUNCTIONS, ObsTerm, TermHistory, compute_obs
+from ctrl_rl.robots.terms import (
+    EXTERNAL_TERMS,
+    ROBOT_SIGNALS,
+    ROBOT_TERMS,
+    TERM_FUNCTIONS,
+    ObsTerm,
+    TermHistory,
+    compute_obs,
+)
 
 from .runtime import OnnxPolicy
 
@@ -39,7 +47,9 @@ def joint_index_map(policy_joints: Sequence[str], robot_joints: Sequence[str]) -
 class RobotPolicy:
     """Observation assembly, inference and action mapping for one robot (batch of one)."""
 
-    def __init__(self, bundle: str | Path | OnnxPolicy) -> None:
+    def __init__(self, bundle: str | Path | OnnxPolicy, sources: Sequence[str] = ()) -> None:
+        """``sources``: external signals the robot provides (:data:`EXTERNAL_TERMS`); a bundle that needs
+        one not listed is refused here, before anything runs."""
         self.policy = bundle if isinstance(bundle, OnnxPolicy) else OnnxPolicy(bundle)
         meta = self.policy.metadata
         missing = [k for k in REQUIRED_KEYS if k not in meta]
@@ -50,6 +60,16 @@ class RobotPolicy:
         unknown = [t.name for t in self.terms if t.name not in TERM_FUNCTIONS]
         if unknown:
             raise ValueError(f"bundle uses observation term(s) {unknown} this ctrl_rl does not define")
+        for t in self.terms:
+            if t.name in EXTERNAL_TERMS and t.name not in sources:
+                raise ValueError(f"the bundle's policy observes {t.name!r}, which needs {EXTERNAL_TERMS[t.name]}; "
+                                 f"this robot has none configured. Train a policy without it (for terrain: "
+                                 f"task.kwargs.actor_height_scan=false, the default) or provide the source")
+            if t.name not in ROBOT_TERMS and t.name not in EXTERNAL_TERMS:
+                raise ValueError(f"the bundle's policy observes {t.name!r}, a simulator-only (privileged) term no "
+                                 f"robot measures; robot terms: {list(ROBOT_TERMS)}")
+        self.sources = tuple(sources)
+        """External signals the robot provides beside its sensors (e.g. ``height_scan``)."""
         if sum(t.dim * t.history for t in self.terms) != self.policy.obs_dim:
             raise ValueError("bundle's observation terms (dims x history lengths) do not add up to the network's "
                              "input size")
@@ -105,7 +125,8 @@ class RobotPolicy:
     def frame(self, signals: dict[str, Any]) -> np.ndarray:
         """This tick's frame ``[sum of term dims]`` from robot signals in policy joint order (``imu_quat``
         w-x-y-z, ``imu_gyro`` body rad/s, ``joint_pos``/``joint_vel``, ``command`` (vx, vy, yaw rate))."""
-        values = {k: np.asarray(v, dtype=np.float64) for k, v in signals.items() if k in ROBOT_SIGNALS}
+        values = {k: np.asarray(v, dtype=np.float64) for k, v in signals.items()
+                  if k in ROBOT_SIGNALS or k in self.sources}
         values["last_action"] = self.last_action
         values["default_pose"] = self.default_pose
         return compute_obs(self.terms, values).astype(np.float32)

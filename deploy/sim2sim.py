@@ -61,6 +61,14 @@ class BridgeConfig:
     latency: float = 0.0
     """Seconds between sensing and publishing (a driver's delay)."""
     seed: int = 0
+    terrain: dict[str, Any] | None = None
+    """A generated terrain (``ctrl_rl.robots.terrain.TerrainConfig`` keys: a rough-terrain bundle's
+    ``terrain`` metadata) in place of the flat ground; None = the robot's own MJCF ground."""
+    limb_collisions: bool = True
+    """With a terrain: the limbs collide with it as in training (``add_limb_colliders``)."""
+    terrain_cell: tuple[int, int] | None = None
+    """With a terrain: the (row, column) sub-terrain whose platform the robot starts on;
+    None = the middle row, column 0."""
     start: str = "lying"
     """``lying``: the robot boots folded on the ground (thighs and calves tucked, as real quadrupeds
     rest), so the node's stand-up is exercised for real; ``standing``: at the default pose."""
@@ -75,7 +83,19 @@ class Sim2SimBridge:
 
         self.cfg, self.transport, self.mj = cfg, transport, mujoco
         self.robot = load_robot(cfg.robot)
-        self.model, layout = build_model(self.robot)
+        self.terrain = None
+        scene = None
+        if cfg.terrain is not None:  # the training terrain, rebuilt from its config (numpy + mujoco only)
+            from ctrl_rl.robots.terrain import TerrainConfig, add_limb_colliders, add_to_spec, generate
+
+            self.terrain = generate(TerrainConfig.from_dict(cfg.terrain))
+
+            def scene(spec: Any) -> None:
+                add_to_spec(spec, self.terrain)
+                if cfg.limb_collisions:
+                    add_limb_colliders(spec)
+
+        self.model, layout = build_model(self.robot, scene)
         if cfg.physics_dt:
             self.model.opt.timestep = cfg.physics_dt
         self.data = mujoco.MjData(self.model)
@@ -120,6 +140,13 @@ class Sim2SimBridge:
         qadr, _ = joint_indices(self.model, self.robot)
         self.data.qpos[:] = self.model.qpos0
         self.data.qpos[2] = self.robot.init_height
+        if self.terrain is not None:
+            t = self.terrain
+            row, col = self.cfg.terrain_cell or (t.cfg.num_rows // 2, 0)
+            if not (0 <= row < t.cfg.num_rows and 0 <= col < t.cfg.num_cols):
+                raise ValueError(f"terrain_cell {[row, col]} is outside the {t.cfg.num_rows} x {t.cfg.num_cols} grid")
+            x, y, _ = t.origins[row, col]
+            self.data.qpos[:3] = (x, y, t.height_at(np.array(x), np.array(y)) + self.robot.init_height)
         self.data.qpos[qadr] = self.robot.default_pose
         self.mj.mj_forward(self.model, self.data)
         self.data.ctrl[:] = self.robot.default_pose
@@ -252,6 +279,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--noise", type=float, nargs=3, default=(0.0, 0.0, 0.0), metavar=("POS", "VEL", "GYRO"))
     ap.add_argument("--latency", type=float, default=0.0)
     ap.add_argument("--summary", default="", help="write the final summary JSON here")
+    ap.add_argument("--terrain", default=None, help="generated terrain config as JSON (a rough bundle's metadata)")
+    ap.add_argument("--terrain-cell", type=int, nargs=2, default=None, metavar=("ROW", "COL"),
+                    help="sub-terrain to start on (default: middle row, column 0)")
+    ap.add_argument("--no-limb-collisions", action="store_true", help="with --terrain: only feet and trunk collide")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     order: list[str] = []
@@ -263,7 +294,10 @@ def main(argv: list[str] | None = None) -> None:
     cfg = BridgeConfig(robot=args.robot, physics_dt=args.physics_dt, state_rate_hz=args.state_rate,
                        command_format=args.command_format, joint_order=order,
                        cmd_vel=tuple(args.cmd_vel) if args.cmd_vel else None, noise_joint_pos=args.noise[0],
-                       noise_joint_vel=args.noise[1], noise_gyro=args.noise[2], latency=args.latency)
+                       noise_joint_vel=args.noise[1], noise_gyro=args.noise[2], latency=args.latency,
+                       terrain=json.loads(args.terrain) if args.terrain else None,
+                       limb_collisions=not args.no_limb_collisions,
+                       terrain_cell=tuple(args.terrain_cell) if args.terrain_cell else None)
     transport = make_transport(args.transport, namespace=args.namespace, node_name="ctrl_rl_sim2sim")
     bridge = Sim2SimBridge(cfg, transport)
     try:

@@ -21,7 +21,10 @@ def _register_builtin() -> None:
         from .locomotion import VelocityTask, VelocityTaskConfig
     except ImportError:  # the deploy runtime imports terms.py without torch / mujoco
         return
+    from .rough import RoughVelocityTask, RoughVelocityTaskConfig
+
     TASKS["quadruped_velocity_flat"] = (VelocityTaskConfig, VelocityTask)
+    TASKS["quadruped_velocity_rough"] = (RoughVelocityTaskConfig, RoughVelocityTask)
 
 
 _register_builtin()

@@ -18,7 +18,7 @@ import mujoco
 import numpy as np
 import torch
 
-from .robot import RobotConfig, SensorLayout, joint_indices
+from .robot import RobotConfig, SensorLayout, build_model, joint_indices
 from .terms import ObsTerm, compute_obs, projected_gravity
 
 
@@ -170,11 +170,12 @@ class VelocityTask:
         self.joint_vel_sensors = [f"{j}_vel" for j in robot.joint_names]
         every = tuple(ObsTerm(t.name, t.dim or nj, t.scale, t.clip, t.noise) for t in policy_terms(cfg.obs_noise))
         pterms = tuple(t for t in every if cfg.policy_terms is None or t.name in cfg.policy_terms)
+        pterms += self.extra_policy_terms()
         self.obs_terms: dict[str, tuple[ObsTerm, ...]] = {"policy": pterms}
         if cfg.privileged_critic:  # every measurable term (noise-free) and the privileged ones
             clean = tuple(ObsTerm(t.name, t.dim, t.scale, t.clip) for t in every)
             self.obs_terms["critic"] = clean + (ObsTerm("base_lin_vel", 3, scale=2.0), ObsTerm("base_height", 1),
-                                                ObsTerm("foot_contact", len(self.feet)))
+                                                ObsTerm("foot_contact", len(self.feet))) + self.extra_critic_terms()
         self.obs_dims = {g: sum(t.dim for t in terms) for g, terms in self.obs_terms.items()}
         offsets = torch.tensor([0] + [t.dim for t in pterms]).cumsum(0).tolist()
         self._noise_slices = {t.name: slice(a, b) for t, a, b in zip(pterms, offsets, offsets[1:], strict=False)}
@@ -191,9 +192,28 @@ class VelocityTask:
         self.delay = torch.zeros(n, dtype=torch.long, device=device)
         self.action_history = zeros(n, cfg.max_action_delay + 1, nj)
         self.active_rewards = [k for k, w in cfg.rewards.items() if w != 0.0]
+        self.out_of_bounds = torch.zeros(n, dtype=torch.bool, device=device)
+        """Envs whose episode is cut short without a failure (a time-out); never on flat ground."""
         self.metrics: dict[str, torch.Tensor] = {}
         """Per-env measures of the last step (``info["metrics"]``)."""
         self._nominal: dict[str, torch.Tensor] = {}
+
+    @classmethod
+    def build_model(cls, cfg: VelocityTaskConfig, robot: RobotConfig) -> tuple[mujoco.MjModel, SensorLayout]:
+        """The model this task runs on (the robot on flat ground; rough terrain adds its heightfield)."""
+        return build_model(robot)
+
+    def extra_policy_terms(self) -> tuple[ObsTerm, ...]:
+        """Terms a variant appends to the actor's observation (none here)."""
+        return ()
+
+    def extra_critic_terms(self) -> tuple[ObsTerm, ...]:
+        """Privileged terms a variant appends to the critic's observation (none here)."""
+        return ()
+
+    def begin_reset(self, physics: Any, rows: torch.Tensor, gen: torch.Generator) -> None:
+        """Before ``rows`` are re-initialized (their final state is still in ``physics``): nothing
+        here; the terrain task moves envs between curriculum levels."""
 
     # -- helpers ----------------------------------------------------------------------------
     def _uniform(self, gen: torch.Generator, lo: float, hi: float, *shape: int) -> torch.Tensor:

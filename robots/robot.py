@@ -19,6 +19,7 @@ estimator delivers too — on every backend alike.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -131,6 +132,13 @@ SENSOR_NAMES = ("imu_quat", "imu_gyro", "imu_acc", "base_lin_vel", "base_pos", "
 ``<joint>_pos``, ``<joint>_vel``, ``<joint>_torque`` per actuated joint."""
 
 
+FOOT_ZONE_MARGIN = 0.01
+"""A spherical foot's contact sensor counts contacts within its radius + this (m): the foot's own
+contacts, not those of other colliding geoms on its body (limb colliders on rough terrain keep
+farther away, see ``ctrl_rl.robots.rough.add_limb_colliders``). Other foot shapes count every
+contact of their body."""
+
+
 def _find_geom_body(spec: mujoco.MjSpec, geom_name: str) -> Any:
     for body in spec.bodies:
         for geom in body.geoms:
@@ -139,12 +147,19 @@ def _find_geom_body(spec: mujoco.MjSpec, geom_name: str) -> Any:
     raise ValueError(f"foot geom {geom_name!r} is not in the MJCF; check foot_geoms in the robot config")
 
 
-def build_model(robot: RobotConfig) -> tuple[mujoco.MjModel, SensorLayout]:
-    """Compile the robot's MJCF with the config's actuators and the canonical sensors."""
+def build_model(robot: RobotConfig, scene: Callable[[mujoco.MjSpec], None] | None = None,
+                ) -> tuple[mujoco.MjModel, SensorLayout]:
+    """Compile the robot's MJCF with the config's actuators and the canonical sensors.
+
+    ``scene(spec)`` edits the loaded MJCF first, e.g. puts a generated terrain in place of
+    the ground plane (``ctrl_rl.robots.terrain.add_to_spec``).
+    """
     path = robot.mjcf_path()
     if not path.is_file():
         raise FileNotFoundError(f"robot {robot.name}: MJCF {path} does not exist")
     spec = mujoco.MjSpec.from_file(str(path))
+    if scene is not None:
+        scene(spec)
     joints = {j.name for j in spec.joints}
     missing = [j for j in robot.joint_names if j not in joints]
     if missing:
@@ -183,7 +198,12 @@ def build_model(robot: RobotConfig) -> tuple[mujoco.MjModel, SensorLayout]:
     for foot in robot.foot_geoms:
         body = _find_geom_body(spec, foot)
         zone = f"ctrl_rl_{foot}_zone"
-        body.add_site(name=zone, type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[2.0, 0, 0], group=5)
+        geom = spec.geom(foot)
+        if geom.type == mujoco.mjtGeom.mjGEOM_SPHERE:  # the foot alone, not other geoms of its body (shins)
+            body.add_site(name=zone, type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[geom.size[0] + FOOT_ZONE_MARGIN, 0, 0],
+                          pos=list(geom.pos), group=5)
+        else:
+            body.add_site(name=zone, type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[2.0, 0, 0], group=5)
         add(name=f"{foot}_contact", type=S.mjSENS_TOUCH, objtype=O.mjOBJ_SITE, objname=zone)
         add(name=f"{foot}_pos", type=S.mjSENS_FRAMEPOS, objtype=O.mjOBJ_GEOM, objname=foot)
     for jname in robot.joint_names:  # encoders: read with the IMU, one consistent snapshot

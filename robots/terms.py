@@ -66,11 +66,20 @@ TERM_FUNCTIONS: dict[str, Callable[[Mapping[str, Array]], Array]] = {
     "base_lin_vel": lambda s: s["base_lin_vel"],
     "base_height": lambda s: s["base_height"],
     "foot_contact": lambda s: s["foot_contact"],
+    # the terrain around the base (simulation: ray casts; a robot: a configured height-map source)
+    "height_scan": lambda s: s["height_scan"],
 }
 """Term name -> function of the signals dict. ``default_pose`` is a constant signal."""
 
 ROBOT_SIGNALS = ("imu_quat", "imu_gyro", "joint_pos", "joint_vel", "command", "last_action", "default_pose")
 """Signals a deploy node can provide; a policy's terms must use only these."""
+
+ROBOT_TERMS = ("base_ang_vel", "projected_gravity", "velocity_commands", "joint_pos_rel", "joint_vel", "last_action")
+"""Terms computed from :data:`ROBOT_SIGNALS` alone: what a bundle's actor may observe on any robot."""
+
+EXTERNAL_TERMS = {"height_scan": "a height-map source (terrain perception)"}
+"""Terms a robot can observe only from an extra source, by term: what provides it. A deploy
+node refuses a bundle whose actor needs one unless that source is configured."""
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,10 @@ from ctrl_rl.env import Obs, StepResult, VecEnv
 class Physics(ABC):
     """N worlds of one model, seen from torch. Subclasses: ``CpuPhysics``, ``WarpPhysics``."""
 
+    batched_rays: bool = False
+    """Whether :meth:`cast_down` casts every world's rays in one native call (fast enough to scan
+    terrain every step for thousands of envs)."""
+
     def __init__(self, model: mujoco.MjModel, num_envs: int, device: torch.device) -> None:
         self.model = model
         """The host model every world was built from (layout, names, rendering)."""
@@ -72,6 +76,12 @@ class Physics(ABC):
     def env_data(self, env_idx: int) -> mujoco.MjData:
         """A host ``MjData`` holding world ``env_idx`` (rendering, debugging)."""
 
+    @abstractmethod
+    def cast_down(self, start: torch.Tensor) -> torch.Tensor:
+        """Distance ``[N, R]`` from ``start[N, R, 3]`` straight down to the first static geom of the
+        terrain group (``ctrl_rl.robots.terrain.TERRAIN_GEOM_GROUP``), -1 where a ray hits nothing.
+        World ``i``'s rays see world ``i`` (its static geoms: the same terrain in every world)."""
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release threads / device memory."""
 
@@ -113,6 +123,7 @@ class MjVecEnv(VecEnv):
         return self.task.observe(self.physics, self.task.sample_obs_noise(self._generator))
 
     def _reset_rows(self, rows: torch.Tensor) -> None:
+        self.task.begin_reset(self.physics, rows, self._generator)
         qpos, qvel = self.task.sample_initial_state(self.physics, self._generator)
         self.physics.write_rows(rows, qpos, qvel)
         self.task.reset_rows(rows, self._generator)
@@ -123,7 +134,7 @@ class MjVecEnv(VecEnv):
         self.physics.step(ctrl, self.task.decimation)
         self.episode_length += 1
         reward, terminated, log = self.task.evaluate(self.physics, self.episode_length, self._generator)
-        truncated = (self.episode_length >= self.max_episode_length) & ~terminated
+        truncated = ((self.episode_length >= self.max_episode_length) | self.task.out_of_bounds) & ~terminated
         done = terminated | truncated
         final_obs = self.task.observe(self.physics, noise, self.task.post_step_signals)
         self.episode_return += reward
@@ -176,13 +187,13 @@ def make_mujoco_env(physics_factory: Any, task: str, num_envs: int, device: str 
                     seed: int | None, **task_kwargs: Any) -> MjVecEnv:
     """Build a ``ctrl_rl.robots`` task on the physics ``physics_factory(model, num_envs, device)``."""
     from ctrl_rl.robots import TASKS
-    from ctrl_rl.robots.robot import build_model, load_robot
+    from ctrl_rl.robots.robot import load_robot
 
     if task not in TASKS:
         raise ValueError(f"unknown MuJoCo task {task!r}; choose one of: {', '.join(sorted(TASKS))}")
     cfg_cls, task_cls = TASKS[task]
     cfg = cfg_cls.from_kwargs(**task_kwargs)
     robot = load_robot(cfg.robot)
-    model, layout = build_model(robot)
+    model, layout = task_cls.build_model(cfg, robot)
     physics = physics_factory(model, num_envs, torch.device(device))
     return MjVecEnv(physics, task_cls(cfg, robot, model, layout, num_envs, physics.device), seed=seed)

@@ -101,6 +101,8 @@ def warp_device(device: torch.device) -> str:
 class WarpPhysics(Physics):
     """``num_envs`` worlds of ``model`` in one ``mujoco_warp.Data`` on ``device`` (cpu or cuda)."""
 
+    batched_rays = True
+
     def __init__(self, model: mujoco.MjModel, num_envs: int, device: torch.device | str = "cpu", *,
                  graph: bool = True, deterministic: bool | None = None, nconmax: int | None = None,
                  njmax: int | None = None, batched_fields: tuple[str, ...] = RANDOMIZED_FIELDS) -> None:
@@ -140,6 +142,7 @@ class WarpPhysics(Physics):
             self._host_model: mujoco.MjModel | None = None
             self._batched = set(batch)
             self._streams: dict[int, Any] = {}
+            self._rays: dict[str, Any] | None = None
             self._compile()
 
     # -- setup --------------------------------------------------------------------------------
@@ -334,6 +337,26 @@ class WarpPhysics(Physics):
                 target[...] = self._views[name][env_idx].cpu().double().numpy().reshape(target.shape)
         mujoco.mj_forward(hm, data)
         return data
+
+    def cast_down(self, start: torch.Tensor) -> torch.Tensor:
+        """``mujoco_warp.rays``: every world's rays in one kernel launch, on the physics device."""
+        from ctrl_rl.robots.terrain import TERRAIN_GEOM_GROUP
+
+        wp, n, r = self._wp, start.shape[0], start.shape[1]
+        if self._rays is None or self._rays["pnt"].shape[1] != r:
+            with wp.ScopedDevice(self._wp_device):
+                self._rays = {"pnt": wp.zeros((n, r), dtype=wp.vec3f), "vec": wp.zeros((n, r), dtype=wp.vec3f),
+                              "dist": wp.zeros((n, r), dtype=wp.float32), "geomid": wp.zeros((n, r), dtype=wp.int32),
+                              "normal": wp.zeros((n, r), dtype=wp.vec3f),
+                              "exclude": wp.full(r, -1, dtype=wp.int32)}
+            wp.to_torch(self._rays["vec"])[..., 2] = -1.0
+        rays = self._rays
+        wp.to_torch(rays["pnt"]).copy_(start.to(self.device, torch.float32))
+        group = wp.types.vector(length=6, dtype=float)(*[1.0 if g == TERRAIN_GEOM_GROUP else 0.0 for g in range(6)])
+        with self._launch_scope():
+            self._mjw.rays(self.m, self.d, rays["pnt"], rays["vec"], group, True, rays["exclude"],
+                           rays["dist"], rays["geomid"], rays["normal"])
+        return wp.to_torch(rays["dist"]).clone()
 
     def close(self) -> None:
         self._graphs.clear()

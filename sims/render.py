@@ -142,6 +142,15 @@ def _first_free_body(model: mujoco.MjModel) -> int | None:
     return int(model.jnt_bodyid[free[0]]) if free.size else None
 
 
+def _subtree_bodies(model: mujoco.MjModel, body: int) -> np.ndarray:
+    """Ids of ``body`` and every body below it."""
+    in_subtree = np.zeros(model.nbody, dtype=bool)
+    in_subtree[body] = True
+    for b in range(body + 1, model.nbody):  # parents come before children
+        in_subtree[b] = in_subtree[model.body_parentid[b]]
+    return np.flatnonzero(in_subtree)
+
+
 def _subtree_radius(model: mujoco.MjModel, body: int) -> float:
     """Radius of the body's subtree at ``qpos0``, to frame the whole robot."""
     data = mujoco.MjData(model)
@@ -195,6 +204,7 @@ class OffscreenRenderer:
     def _make_camera(self, camera: str | int | None, track_body: str | int | None, distance: float | None,
                      azimuth: float, elevation: float) -> mujoco.MjvCamera:
         model, cam = self.model, mujoco.MjvCamera()
+        self._subtree: np.ndarray | None = None
         if camera is not None and camera != "track":
             cam_id = camera if isinstance(camera, int) else mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, camera)
             if not 0 <= cam_id < model.ncam:
@@ -217,20 +227,27 @@ class OffscreenRenderer:
             cam.type = mujoco.mjtCamera.mjCAMERA_FREE
             mujoco.mjv_defaultFreeCamera(model, cam)
             return cam
-        cam.type, cam.trackbodyid = mujoco.mjtCamera.mjCAMERA_TRACKING, body
+        # A free camera whose look-at point render() moves to the subtree's centre of mass: MuJoCo's
+        # tracking camera reads data.subtree_com, which is off when body masses were randomized
+        # after compilation (body_subtreemass keeps the compiled masses; metres off far from the origin).
+        cam.type, cam.trackbodyid = mujoco.mjtCamera.mjCAMERA_FREE, body
         cam.distance = distance if distance is not None else max(4.0 * _subtree_radius(model, body), 0.5)
         cam.azimuth, cam.elevation = azimuth, elevation
+        self._subtree = _subtree_bodies(model, body)
         return cam
 
     @property
     def tracked_body(self) -> int | None:
         """Id of the body the camera follows, or ``None`` for a fixed or free camera."""
-        return int(self.camera.trackbodyid) if self.camera.type == mujoco.mjtCamera.mjCAMERA_TRACKING else None
+        return None if self._subtree is None else int(self.camera.trackbodyid)
 
     def render(self, data: mujoco.MjData) -> np.ndarray:
         """``[height, width, 3]`` uint8 image of ``data`` (positions must be current: after mj_step/mj_forward)."""
         if self._renderer is None:
             raise RuntimeError("render() after close()")
+        if self._subtree is not None:
+            mass = self.model.body_mass[self._subtree]
+            self.camera.lookat[:] = (data.xipos[self._subtree] * mass[:, None]).sum(0) / max(mass.sum(), 1e-9)
         self._renderer.update_scene(data, camera=self.camera)
         return self._renderer.render()
 

@@ -151,7 +151,7 @@ def _expected(algo: str, task: str | None) -> dict[str, object]:
     want = _flat(dataclasses.asdict(TrainConfig(algo=learner(algo).config())))
     want["task.name"] = task
     want.update(_tune_delta(config_dir() / "tune" / f"{algo}_{task}.yaml"))
-    if task == "quadruped_velocity_flat":
+    if task.startswith("quadruped_velocity_"):  # the task file picks sim=mujoco
         want["sim.name"] = "mujoco"
     return want
 
