@@ -88,6 +88,31 @@ def terrain_level(run_dir: Path) -> float:
     return sum(values) / len(values) if values else math.nan
 
 
+def write_curve(run_dir: Path, path: Path) -> None:
+    """Mean episode return and mean terrain level (with the hardest types) against env steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with open(run_dir / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    steps = [float(r["env_steps"]) / 1e6 for r in rows]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
+    ax1.plot(steps, [float(r.get("mean_reward") or "nan") for r in rows])  # absent before an episode ends
+    ax1.set(xlabel="env steps (M)", ylabel="mean episode return", title="return")
+    for key, label in (("Curriculum/terrain_level", "all"), ("Curriculum/terrain_level/stairs_down", "stairs up (pit)"),
+                       ("Curriculum/terrain_level/stairs_up", "stairs down"),
+                       ("Curriculum/terrain_level/slope_down", "slope up (valley)")):
+        if key in rows[0]:
+            ax2.plot(steps, [float(r.get(key) or "nan") for r in rows], label=label, lw=2 if label == "all" else 1)
+    ax2.set(xlabel="env steps (M)", ylabel="mean row (0 easiest .. 9)", title="terrain curriculum")
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--iterations", type=int, default=None, help="PPO iterations (default: the tune file's)")
@@ -117,6 +142,7 @@ def main() -> None:
     level = terrain_level(run_dir)
     cases = {kind: crossing(str(run), kind, args.episodes, args.step_height, args.slope, seed=2024)
              for kind in ("stairs_down", "stairs_up", "slope_down", "slope_up", "flat")}
+    write_curve(run_dir, run_dir / "rough_curve.png")
     video = run_dir / "rough_stairs.mp4"
     play(str(run), eval_overrides("stairs_down", args.step_height, args.slope), episodes=1, video=str(video),
          steps=args.video_steps)
@@ -134,7 +160,7 @@ def main() -> None:
         crossed = "-" if kind == "flat" else f"{100 * r['success']:.0f}%"
         print(f"| {names[kind]} | {crossed} | {r['falls']} | {r['forward_velocity']:.3f} |")
     print(f"\ntrain: {train_minutes:.1f} min; mean terrain level (last 10 iterations): {level:.2f} of 9")
-    print(f"run: {run_dir}  video: {video}  curve: {run_dir / 'learning_curve.png'}")
+    print(f"run: {run_dir}  video: {video}  curves: {run_dir / 'rough_curve.png'}")
     print(f"RESULT train_minutes={train_minutes:.2f} terrain_level={level:.3f} "
           f"stairs_up_success={cases['stairs_down']['success']:.3f} "
           f"stairs_down_success={cases['stairs_up']['success']:.3f} "

@@ -283,7 +283,8 @@ def run_sim2sim(args: argparse.Namespace) -> dict[str, Any]:
         for k, v in {"mode": status.get("mode_at_stop") or status["mode"], "base_height": sim.get("base_height", float("nan")),
                      "cmd_vx": float(args.cmd_vel[0]) if args.cmd_vel else 0.0,
                      "forward_velocity": sim.get("forward_velocity", float("nan")),
-                     "max_tilt": sim.get("max_tilt", float("nan")), "commands": sim.get("commands", 0),
+                     "max_tilt": sim.get("max_tilt", float("nan")), "base_x": sim.get("base_x", float("nan")),
+                     "base_y": sim.get("base_y", float("nan")), "commands": sim.get("commands", 0),
                      "deadline_misses": status["deadline_misses"]}.items()))
     return {"node": status, "bridge": sim}
 

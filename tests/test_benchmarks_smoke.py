@@ -67,8 +67,28 @@ def test_sim_throughput_runs_tiny() -> None:
     for key in ("ours_sps", "async_sps", "limit_sps", "frac_of_limit", "vs_async"):
         assert float(values[key]) > 0, f"{key}={values[key]}:\n{proc.stdout}"
     for row in ("| python loop", "| ours: CpuPhysics.step |", "| ours: mujoco VecEnv.step |",
-                "| gymnasium SyncVectorEnv |", "| gymnasium AsyncVectorEnv"):
+                "| gymnasium SyncVectorEnv |", "| gymnasium AsyncVectorEnv", "| rough task VecEnv.step |",
+                "| height scan alone (lookup) |"):
         assert row in proc.stdout, f"row {row!r} missing:\n{proc.stdout}"
+    for key in ("rough_sps", "rough_vs_flat", "scan_us", "scan_frac"):
+        assert float(values[key]) > 0, f"{key}={values[key]}:\n{proc.stdout}"
+
+
+def test_quadruped_rough_runs_tiny(tmp_path: Path) -> None:
+    """``benchmarks/quadruped_rough.py`` at 2 iterations: trains, evaluates every case, films, RESULT parses."""
+    cmd = [sys.executable, str(SCRIPT.parent / "quadruped_rough.py"), "--iterations", "2", "--episodes", "4",
+           "--video-steps", "20", "--train-override", "env.num_envs=32", "--train-override",
+           "algo.num_steps_per_env=8", "--train-override", f"runner.log_root={tmp_path}",
+           "--train-override", "task.kwargs.terrain.num_rows=2"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("RESULT train_minutes="), proc.stdout
+    values = dict(kv.split("=", 1) for kv in last.split()[1:])
+    for key in ("stairs_up_success", "stairs_down_success", "slope_up_success", "slope_down_success"):
+        assert 0.0 <= float(values[key]) <= 1.0
+    assert 0.0 <= float(values["terrain_level"]) <= 1.0  # two rows: levels 0 and 1
+    assert list(tmp_path.glob("ppo/quadruped_velocity_rough/*/rough_stairs.mp4"))
 
 
 SAC_SCRIPT = SCRIPT.parent / "sac_vs_sb3.py"
