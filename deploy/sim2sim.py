@@ -123,8 +123,7 @@ class Sim2SimBridge:
         self._command: tuple[np.ndarray, np.ndarray | None, np.ndarray | None] | None = None
         self.stats = {"commands": 0, "rejected": 0, "published": 0, "physics_steps": 0}
         self.trace = np.zeros((max(1, round(10.0 * cfg.state_rate_hz)), 6))
-        """Ring of the last 10 s: time, base height over the ground below it, body forward speed, tilt,
-        base x, base y (preallocated: a
+        """Ring of the last 10 s: time, base z, body forward speed, tilt, base x, base y (preallocated: a
         growing list made the periodic summary and the GC stall the real-time loop)."""
         self.trace_n = 0
         self._stop = threading.Event()
@@ -217,8 +216,7 @@ class Sim2SimBridge:
             q = d[self.s_quat]
             tilt = math.acos(max(-1.0, min(1.0, 1.0 - 2.0 * (q[1] ** 2 + q[2] ** 2))))
             x, y, z = d[self.s_base]
-            ground = 0.0 if self.terrain is None else float(self.terrain.height_at(np.array(x), np.array(y)))
-            self.trace[self.trace_n % len(self.trace)] = (now, z - ground, d[self.s_vel_b][0], tilt, x, y)
+            self.trace[self.trace_n % len(self.trace)] = (now, z, d[self.s_vel_b][0], tilt, x, y)
             self.trace_n += 1
         while self.pending and self.pending[0][0] <= time.monotonic():
             _, js, imu = self.pending.popleft()
@@ -256,6 +254,9 @@ class Sim2SimBridge:
         recent = tr[tr[:, 0] >= tr[:, 0].max() - last_s] if len(tr) else tr
         mean = (lambda c: float(recent[:, c].mean()) if len(recent) else float("nan"))  # noqa: E731
         last = tr[np.argmax(tr[:, 0])] if len(tr) else np.full(6, np.nan)
+        if self.terrain is not None and len(recent):  # base height over the ground below it, as in training
+            recent = recent.copy()
+            recent[:, 1] -= self.terrain.height_at(recent[:, 4], recent[:, 5])
         return {**self.stats, "sim_time": float(self.data.time), "base_height": mean(1),
                 "forward_velocity": mean(2), "max_tilt": float(tr[:, 3].max()) if len(tr) else float("nan"),
                 "base_x": float(last[4]), "base_y": float(last[5])}

@@ -235,6 +235,7 @@ class VelocityTask:
             "default_pose": self.default_pose,
             "base_lin_vel": sensor("base_lin_vel"),
             "base_height": sensor("base_pos")[:, 2:3],
+            "_base_pos": sensor("base_pos"),
             "foot_contact": contact.float(),
             "_contact": contact,
             "_torques": torch.cat([sensor(t) for t in self.torque_sensors], -1),

@@ -135,7 +135,7 @@ SENSOR_NAMES = ("imu_quat", "imu_gyro", "imu_acc", "base_lin_vel", "base_pos", "
 FOOT_ZONE_MARGIN = 0.01
 """A spherical foot's contact sensor counts contacts within its radius + this (m): the foot's own
 contacts, not those of other colliding geoms on its body (limb colliders on rough terrain keep
-farther away, see ``ctrl_rl.robots.rough.add_limb_colliders``). Other foot shapes count every
+farther away, see ``ctrl_rl.robots.terrain.add_limb_colliders``). Other foot shapes count every
 contact of their body."""
 
 

@@ -137,11 +137,10 @@ class RoughVelocityTask(VelocityTask):
 
     def signals(self, physics: Any) -> dict[str, torch.Tensor]:
         s = super().signals(physics)
-        pos = physics.sensordata.float()[:, self.layout["base_pos"]]
+        pos = s["_base_pos"]
         ground = self.terrain.height_at(pos[:, 0], pos[:, 1])
         s["base_height"] = (pos[:, 2] - ground)[:, None]
         s["height_scan"] = self._scanner(physics).scan(pos, s["imu_quat"], self.scan_offset)
-        s["_base_pos"] = pos
         return s
 
     # -- resets -------------------------------------------------------------------------------
@@ -155,7 +154,7 @@ class RoughVelocityTask(VelocityTask):
             self.curriculum.start(gen)
             self._fresh = False
             return
-        pos = physics.sensordata.float()[:, self.layout["base_pos"]]
+        pos = physics.sensordata[:, self.layout["base_pos"]].float()
         walked = (pos[:, :2] - self.spawn_xy).norm(dim=-1)
         commanded = self.commands[:, :2].norm(dim=-1) * self.cfg.episode_length_s
         self.curriculum.update(rows, walked, commanded, self.cfg.terrain.size, gen)

@@ -219,6 +219,8 @@ class Terrain:
     """``[num_rows, num_cols, 3]`` centre of each sub-terrain's platform (world x, y, ground z)."""
     types: list[str]
     """Type of each column."""
+    _torch_grids: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+    """``heights`` as torch tensors, per (device, dtype), made on first use."""
 
     @property
     def corner(self) -> tuple[float, float]:
@@ -254,13 +256,12 @@ class Terrain:
         """The heights as the array type (and torch device/dtype) of ``x``, cached per device."""
         if isinstance(x, np.ndarray) or np.isscalar(x):
             return self.heights
-        cache = self.__dict__.setdefault("_torch_grids", {})
         key = (x.device, x.dtype)
-        if key not in cache:
+        if key not in self._torch_grids:
             import torch
 
-            cache[key] = torch.as_tensor(self.heights, dtype=x.dtype, device=x.device)
-        return cache[key]
+            self._torch_grids[key] = torch.as_tensor(self.heights, dtype=x.dtype, device=x.device)
+        return self._torch_grids[key]
 
     def sub_terrain(self, row: int, col: int) -> np.ndarray:
         """Heights of one sub-terrain ``[n, n]`` (a view)."""

@@ -348,13 +348,14 @@ class WarpPhysics(Physics):
                 self._rays = {"pnt": wp.zeros((n, r), dtype=wp.vec3f), "vec": wp.zeros((n, r), dtype=wp.vec3f),
                               "dist": wp.zeros((n, r), dtype=wp.float32), "geomid": wp.zeros((n, r), dtype=wp.int32),
                               "normal": wp.zeros((n, r), dtype=wp.vec3f),
-                              "exclude": wp.full(r, -1, dtype=wp.int32)}
+                              "exclude": wp.full(r, -1, dtype=wp.int32),
+                              "group": wp.types.vector(length=6, dtype=float)(
+                                  *[1.0 if g == TERRAIN_GEOM_GROUP else 0.0 for g in range(6)])}
             wp.to_torch(self._rays["vec"])[..., 2] = -1.0
         rays = self._rays
         wp.to_torch(rays["pnt"]).copy_(start.to(self.device, torch.float32))
-        group = wp.types.vector(length=6, dtype=float)(*[1.0 if g == TERRAIN_GEOM_GROUP else 0.0 for g in range(6)])
         with self._launch_scope():
-            self._mjw.rays(self.m, self.d, rays["pnt"], rays["vec"], group, True, rays["exclude"],
+            self._mjw.rays(self.m, self.d, rays["pnt"], rays["vec"], rays["group"], True, rays["exclude"],
                            rays["dist"], rays["geomid"], rays["normal"])
         return wp.to_torch(rays["dist"]).clone()
 

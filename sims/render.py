@@ -155,11 +155,8 @@ def _subtree_radius(model: mujoco.MjModel, body: int) -> float:
     """Radius of the body's subtree at ``qpos0``, to frame the whole robot."""
     data = mujoco.MjData(model)
     mujoco.mj_forward(model, data)
-    in_subtree = np.zeros(model.nbody, dtype=bool)
-    in_subtree[body] = True
-    for b in range(body + 1, model.nbody):  # parents come before children
-        in_subtree[b] = in_subtree[model.body_parentid[b]]
-    geoms = np.flatnonzero(in_subtree[model.geom_bodyid] & (model.geom_type != int(mujoco.mjtGeom.mjGEOM_PLANE)))
+    in_subtree = np.isin(model.geom_bodyid, _subtree_bodies(model, body))
+    geoms = np.flatnonzero(in_subtree & (model.geom_type != int(mujoco.mjtGeom.mjGEOM_PLANE)))
     if not geoms.size:
         return 0.25
     offsets = np.linalg.norm(data.geom_xpos[geoms] - data.subtree_com[body], axis=1)
