@@ -39,7 +39,8 @@ EPILOG = """examples:
 
 
 LIVE_PARAMETERS = ("safety.max_tilt", "safety.max_joint_vel", "safety.max_gyro", "safety.joint_limit_margin",
-                   "safety.command_timeout", "safety.state_timeout", "safety.damping_kd")
+                   "safety.command_timeout", "safety.state_timeout", "safety.damping_kd",
+                   "safety.height_map_timeout", "safety.max_height_map")
 """Parameters ``ros2 param set`` changes while the node runs (validated, then applied at the next tick);
 every other parameter is refused with the reason (restart the node with the new value)."""
 
@@ -77,7 +78,8 @@ def resolve_params(args: argparse.Namespace, transport: Any = None, require_bund
     NodeParams.from_dict({**base, **options})  # fail on a bad option before any transport exists
     values = dict(base)
     if transport is not None and hasattr(transport, "declare_parameters"):
-        docs = {**field_docs(NodeParams), **{f"safety.{k}": v for k, v in field_docs(type(NodeParams().safety)).items()}}
+        safety_docs = field_docs(type(NodeParams().safety))
+        docs = {**field_docs(NodeParams), **{f"safety.{k}": v for k, v in safety_docs.items()}}
         values = transport.declare_parameters(base, docs)
     for key, v in options.items():
         if key in values and values[key] != base.get(key) and values[key] != v:
@@ -142,13 +144,13 @@ def _run_node(args: argparse.Namespace, signals: Any) -> dict[str, Any]:
     # a bad file, option or bundle fails here: no transport, no threads (with rclpy the bundle may
     # still come from --ros-args)
     params = resolve_params(args, require_bundle=args.transport != "rclpy")
-    policy = RobotPolicy(params.bundle) if params.bundle else None
+    policy = RobotPolicy(params.bundle, params.sources()) if params.bundle else None
     transport = make_transport(args.transport, namespace=args.namespace, node_name="ctrl_rl_node")
     try:
         if hasattr(transport, "declare_parameters"):  # rclpy: `ros2 param get/set`, --ros-args --params-file
             ros_params = resolve_params(args, transport)
-            if policy is None or ros_params.bundle != params.bundle:
-                policy = RobotPolicy(ros_params.bundle)
+            if policy is None or (ros_params.bundle, ros_params.sources()) != (params.bundle, params.sources()):
+                policy = RobotPolicy(ros_params.bundle, ros_params.sources())
             params = ros_params
         node = DeployNode(params, transport, policy)
         state = {"params": params}
@@ -180,7 +182,7 @@ def run_lifecycle_node(args: argparse.Namespace, signals: Any) -> dict[str, Any]
 
     def configure() -> None:
         params = state["params"]
-        node = DeployNode(params, transport, RobotPolicy(params.bundle), enabled=False)
+        node = DeployNode(params, transport, RobotPolicy(params.bundle, params.sources()), enabled=False)
         state["node"] = node
         configured.set()
 
@@ -224,7 +226,8 @@ def run_lifecycle_node(args: argparse.Namespace, signals: Any) -> dict[str, Any]
 def _report(status: dict[str, Any]) -> dict[str, Any]:
     print(json.dumps(status, indent=1))
     lat = status["latency_us"].get("inference", {})
-    print(f"RESULT mode={status.get('mode_at_stop') or status['mode']} ticks={status['ticks']} deadline_misses={status['deadline_misses']} "
+    print(f"RESULT mode={status.get('mode_at_stop') or status['mode']} ticks={status['ticks']} "
+          f"deadline_misses={status['deadline_misses']} "
           f"rejected={status['rejected']} inference_p50_us={lat.get('p50', float('nan'))} "
           f"period_p99_err_ms={status['period_error_ms'].get('p99', float('nan'))}")
     return status
@@ -233,23 +236,26 @@ def _report(status: dict[str, Any]) -> dict[str, Any]:
 def run_sim2sim(args: argparse.Namespace) -> dict[str, Any]:
     """The bridge as a child process, the node here; both on the same topics over ``--transport``."""
     args.bundle = args.bundle or args.bundle_pos
+    from .runtime import OnnxPolicy
+
+    meta = OnnxPolicy(args.bundle).metadata
     summary_path = Path(tempfile.mkdtemp(prefix="ctrl_rl_sim2sim_")) / "bridge.json"
     cmd = [sys.executable, "-m", "ctrl_rl.deploy.sim2sim", "--transport", args.transport,
-           "--robot", args.robot, "--state-rate", str(args.state_rate), "--physics-dt", str(args.physics_dt),
+           "--robot", args.robot or meta.get("robot") or "ctrl_quad",
+           "--state-rate", str(args.state_rate), "--physics-dt", str(args.physics_dt),
            "--summary", str(summary_path),
            "--command-format", args.command_format, "--latency", str(args.latency),
            "--noise", *map(str, args.noise)]
     if args.namespace:
         cmd += ["--namespace", args.namespace]
-    from .runtime import OnnxPolicy
-
-    meta = OnnxPolicy(args.bundle).metadata
     if meta.get("terrain"):  # a rough-terrain policy walks on the terrain it trained on
         cmd += ["--terrain", json.dumps(meta["terrain"])]
         if not meta.get("limb_collisions", True):
             cmd.append("--no-limb-collisions")
         if args.terrain_cell:
             cmd += ["--terrain-cell", *map(str, args.terrain_cell)]
+    if meta.get("height_scan"):  # the bridge plays the robot's terrain perception too
+        cmd += ["--height-map", json.dumps(meta["height_scan"])]
     if args.cmd_vel:
         cmd += ["--cmd-vel", *map(str, args.cmd_vel)]
     if args.joint_order:  # the robot driver's order: JointState is mapped by name, commands go in this order
@@ -257,9 +263,7 @@ def run_sim2sim(args: argparse.Namespace) -> dict[str, Any]:
         if args.joint_order != "reversed":
             args.set = [*(args.set or []), f"command_joint_names=[{args.joint_order}]"]
         else:
-            from .robot_policy import RobotPolicy
-
-            names = RobotPolicy(args.bundle).joint_names[::-1]
+            names = list(meta["joint_names"])[::-1]
             args.set = [*(args.set or []), f"command_joint_names=[{','.join(names)}]"]
     args.set = [*(args.set or []), f"command_format={args.command_format}"]
     from .node import NodeParams
@@ -280,7 +284,8 @@ def run_sim2sim(args: argparse.Namespace) -> dict[str, Any]:
     sim = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     print("RESULT sim2sim " + " ".join(
         f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-        for k, v in {"mode": status.get("mode_at_stop") or status["mode"], "base_height": sim.get("base_height", float("nan")),
+        for k, v in {"mode": status.get("mode_at_stop") or status["mode"],
+                     "base_height": sim.get("base_height", float("nan")),
                      "cmd_vx": float(args.cmd_vel[0]) if args.cmd_vel else 0.0,
                      "forward_velocity": sim.get("forward_velocity", float("nan")),
                      "max_tilt": sim.get("max_tilt", float("nan")), "base_x": sim.get("base_x", float("nan")),
@@ -312,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--lifecycle", action="store_true",
                            help="a managed ROS 2 node (--transport rclpy): configure, activate, deactivate, ...")
         if name == "sim2sim":
-            p.add_argument("--robot", default="ctrl_quad")
+            p.add_argument("--robot", default=None, help="robot YAML name or path (default: the bundle's robot)")
             p.add_argument("--state-rate", type=float, default=500.0, help="JointState/Imu rate (Hz)")
             p.add_argument("--physics-dt", type=float, default=0.002, help="bridge physics/PD step (s)")
             p.add_argument("--command-format", choices=("position", "position_gains"), default="position_gains")

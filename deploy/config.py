@@ -64,6 +64,8 @@ class QosParams:
     start: TopicQos = field(default_factory=_reliable)
     joint_commands: TopicQos = field(default_factory=lambda: _reliable(1))
     """Keep-last 1: a controller never needs a queued, older target."""
+    height_map: TopicQos = field(default_factory=_sensor)
+    """Sensor data like the robot state: a late map is worse than the next one."""
 
 
 
@@ -82,6 +84,10 @@ class NodeParams:
     imu_topic: str = "imu/data"
     cmd_vel_topic: str = "cmd_vel"
     """``geometry_msgs/Twist`` velocity command (linear.x, linear.y, angular.z)."""
+    height_map_topic: str = "height_map"
+    """``std_msgs/Float64MultiArray`` of ground clearances at the bundle's scan points
+    (``deploy/height_map.py`` has the layout), subscribed only for a bundle whose policy observes
+    ``height_scan``; "" = this robot has no terrain perception (such a bundle is then refused)."""
     estop_topic: str = "estop"
     """``std_msgs/Bool``: true -> damping, latched."""
     start_topic: str = "ctrl_rl/start"
@@ -124,6 +130,7 @@ class NodeParams:
         if isinstance(self.qos, dict):
             self.qos = from_flat(QosParams, self.qos, "qos.")
         for name, tp in (("bundle", str), ("rate_hz", float), ("command_format", str), ("passive_output", str),
+                         ("height_map_topic", str),
                          ("command_joint_names", list[str]), ("realtime_priority", int), ("record_dir", str)):
             setattr(self, name, check_value(name, getattr(self, name), tp))
         if self.command_format not in COMMAND_FORMATS:
@@ -147,6 +154,11 @@ class NodeParams:
     def from_yaml(cls, path: str | Path, node_name: str = "ctrl_rl_node") -> NodeParams:
         """A ROS 2 params file (``<node>: {ros__parameters: {...}}`` or ``/**``) or a plain mapping."""
         return cls.from_dict(read_params_file(path, node_name))
+
+    def sources(self) -> tuple[str, ...]:
+        """The external signals this robot provides (``RobotPolicy(sources=...)``): ``height_scan``
+        when a height-map topic is configured."""
+        return ("height_scan",) if self.height_map_topic else ()
 
     def flat(self) -> dict[str, Any]:
         """ROS-style flat parameters (``safety.state_timeout``), for declaring them on a node."""

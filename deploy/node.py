@@ -9,6 +9,8 @@ What it guarantees (docs/deploy.md lists the test of each):
    (and, with torque limits, within what they allow at the measured state); clamps are counted.
 4. A non-finite policy output is a fault: damping in that same tick, named in the status.
 5. Stale state, an e-stop, a lifecycle deactivate or a stop end in damping; damping latches.
+6. A bundle that observes ``height_scan`` needs a fresh, checked height map (``height_map.py``):
+   without one the node does not stand up, and one that goes stale ends in damping.
 
 Transport-neutral: it speaks :mod:`ctrl_rl.deploy.messages` through a
 :class:`~ctrl_rl.deploy.transports.Transport` (plain DDS or rclpy), so the same core runs on a
@@ -25,7 +27,6 @@ import gc
 import json
 import logging
 import math
-import os
 import sys
 import threading
 import time
@@ -37,10 +38,11 @@ from ctrl_rl.robots.terms import projected_gravity
 
 from . import messages as m
 from .config import COMMAND_FORMATS, NodeParams, TopicQos
+from .height_map import HeightMapSpec
 from .recorder import EpisodeRecorder, episode_end
 from .robot_policy import RobotPolicy, joint_index_map
 from .safety import Mode, SafetyConfig, SafetyStateMachine, find_fault, pose_fault
-from .stats import LatencyStats, LoopTimer
+from .stats import LatencyStats, LoopTimer, set_realtime_priority
 
 __all__ = ["COMMAND_FORMATS", "DeployNode", "MalformedMessage", "NodeParams", "set_realtime_priority"]
 
@@ -49,18 +51,6 @@ log = logging.getLogger("ctrl_rl.deploy.node")
 STAGES = ("read", "obs", "inference", "action", "publish")
 STATUS_QOS = TopicQos("reliable", 1, "transient_local")
 """Status and ``/diagnostics``: a late subscriber (``ros2 topic echo``, a monitor) gets the current one."""
-
-
-def set_realtime_priority(priority: int) -> bool:
-    """SCHED_FIFO for the calling thread (Linux applies it per thread); False, with a warning, if refused."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
-    except (AttributeError, PermissionError, OSError) as e:
-        log.warning("realtime_priority %d refused (%s): running with normal scheduling; "
-                    "run as root or raise `ulimit -r`", priority, e)
-        return False
-    log.info("control thread runs SCHED_FIFO priority %d", priority)
-    return True
 
 
 class MalformedMessage(ValueError):
@@ -78,8 +68,10 @@ class DeployNode:
                  enabled: bool = True) -> None:
         self.params = params
         self.transport = transport
-        self.policy = policy or RobotPolicy(params.bundle)
+        self.policy = policy or RobotPolicy(params.bundle, params.sources())
         p = self.policy
+        self.height_map = HeightMapSpec.from_metadata(p.policy.metadata)
+        """The scan the policy observes (None: a bundle without ``height_scan``, no subscription)."""
         n = len(p.joint_names)
         self.rate_hz = params.rate_hz or 1.0 / p.control_dt
         meta = p.policy.metadata
@@ -101,8 +93,8 @@ class DeployNode:
                                          self.joint_limits, self.torque_limits)
         self.latency = LatencyStats(STAGES)
         self.timer = LoopTimer(1.0 / self.rate_hz)
-        self.counters = {"joint_state": 0, "imu": 0, "cmd_vel": 0, "rejected": 0, "published": 0, "clamped": 0,
-                         "policy_faults": 0}
+        self.counters = {"joint_state": 0, "imu": 0, "cmd_vel": 0, "height_map": 0, "rejected": 0, "published": 0,
+                         "clamped": 0, "policy_faults": 0}
         """``clamped``: commands in which :func:`~ctrl_rl.deploy.safety.clamp_targets` moved a target."""
         self.last_rejection = ""
         self.last_clamp = ""
@@ -113,11 +105,14 @@ class DeployNode:
         the driver's stream came to ``safety.state_timeout`` (reported in :meth:`status`)."""
         self.enabled = enabled
         self.mode_at_stop: str | None = None
+        self.waiting: str | None = None
+        """In passive: what keeps the node from standing up (no state yet, no height map, ...)."""
         """The mode the loop was in when it was stopped (then it sends one damping command)."""
         self._lock = threading.Lock()
         self._joints: tuple[np.ndarray, np.ndarray, float] | None = None  # pos, vel (policy order), t
         self._imu: tuple[np.ndarray, np.ndarray, float] | None = None  # quat wxyz, gyro, t
         self._cmd: tuple[np.ndarray, float] | None = None
+        self._height: tuple[np.ndarray, float] | None = None  # scan signal (clearance - offset), t
         self._map_cache: tuple[tuple[str, ...], np.ndarray] | None = None
         self._prev_pos: tuple[np.ndarray, float] | None = None  # for velocity estimates
         self._malformed: str | None = None
@@ -138,6 +133,8 @@ class DeployNode:
         transport.subscribe(params.cmd_vel_topic, m.Twist, self._on_cmd_vel, qos=q.cmd_vel)
         transport.subscribe(params.estop_topic, m.Bool, self._on_estop, qos=q.estop)
         transport.subscribe(params.start_topic, m.Bool, self._on_start, qos=q.start)
+        if self.height_map is not None:
+            transport.subscribe(params.height_map_topic, m.Float64MultiArray, self._on_height_map, qos=q.height_map)
 
     # -- subscriptions (transport threads): validate everything, then store, return ---------------
     def _reject(self, what: str) -> None:
@@ -179,10 +176,7 @@ class DeployNode:
                                        f"{len(msg.velocity)} velocities")
             t = self._receive_time(msg.stamp, "JointState")
             pos = np.asarray(msg.position, dtype=np.float64)[idx]
-            if estimate:
-                vel = self._estimate_velocity(pos, t)
-            else:
-                vel = np.asarray(msg.velocity, dtype=np.float64)[idx]
+            vel = self._estimate_velocity(pos, t) if estimate else np.asarray(msg.velocity, dtype=np.float64)[idx]
             bad = pose_fault(self.safety_cfg, pos, vel, self.joint_limits, self.policy.joint_names)
             if bad is not None:
                 raise MalformedMessage(f"JointState refused: {bad}")
@@ -241,6 +235,25 @@ class DeployNode:
             self._cmd = (cmd, time.monotonic())
             self.counters["cmd_vel"] += 1
 
+    def _on_height_map(self, msg: m.Float64MultiArray) -> None:
+        try:
+            scan = self.height_map.parse(msg, self.safety_cfg.max_height_map)
+        except ValueError as e:
+            self._reject(f"height map refused: {e}")
+            return
+        with self._lock:
+            self._height = (scan, time.monotonic())
+            self.counters["height_map"] += 1
+
+    def _height_map_fault(self, height: tuple[np.ndarray, float] | None, now: float) -> str | None:
+        if self.height_map is None:
+            return None
+        if height is None:
+            return f"no height map received yet on {self.params.height_map_topic!r}"
+        age, limit = now - height[1], self.safety_cfg.height_map_timeout
+        return f"height map is stale: {age * 1e3:.0f} ms old (> height_map_timeout {limit * 1e3:.0f} ms)" \
+            if age > limit else None
+
     def _on_estop(self, msg: m.Bool) -> None:
         if msg.data:
             with self._lock:
@@ -285,7 +298,7 @@ class DeployNode:
         t0 = time.perf_counter_ns()
         now = time.monotonic()
         with self._lock:
-            joints, imu, cmd, hold = self._joints, self._imu, self._cmd, self._hold
+            joints, imu, cmd, hold, height = self._joints, self._imu, self._cmd, self._hold, self._height
             malformed, self._malformed = self._malformed, None
         pos = vel = grav = gyro = None
         state_age = math.inf
@@ -303,20 +316,21 @@ class DeployNode:
             fault = f"malformed input: {malformed}"
         else:
             fault = find_fault(self.safety_cfg, pos, vel, grav, gyro, state_age, cmd_age, self.joint_limits,
-                               need_command=self.safety.mode == Mode.POLICY)
+                               need_command=self.safety.mode == Mode.POLICY) or self._height_map_fault(height, now)
         before = self.safety.mode
         if before in (Mode.STAND_UP, Mode.POLICY) and state_age != math.inf:
             self.max_state_age = max(self.max_state_age, state_age)
         # joints were checked by pose_fault before they were stored: a pose the machine may hold
         mode = self.safety.tick(now, fault, None if joints is None else joints[0],
                                 latch_in_passive=hold is not None)
+        self.waiting = fault if mode == Mode.PASSIVE else None
         if mode != before and mode == Mode.POLICY:
             self.policy.reset()
         t1 = time.perf_counter_ns()
         lat.add("read", t1 - t0)
         targets = obs = actions = signals = None
         if mode == Mode.POLICY:
-            signals = self._signals(joints, imu, cmd)
+            signals = self._signals(joints, imu, cmd, height)
             obs = self.policy.observation(signals)
             t2 = time.perf_counter_ns()
             actions = self.policy.policy(obs)
@@ -343,7 +357,7 @@ class DeployNode:
             if obs is not None:
                 self.recorder.step(obs, actions, now, {**signals, "projected_gravity": grav, "state_age": state_age})
             elif before == Mode.POLICY and self.recorder.active:  # leaving policy mode ends the episode
-                self._end_episode(now, *episode_end(self.safety.fault), joints, imu, cmd)
+                self._end_episode(now, *episode_end(self.safety.fault), joints, imu, cmd, height)
         if mode != before or now - self._last_status >= 0.5:
             self.publish_status()
         return mode
@@ -365,11 +379,14 @@ class DeployNode:
         self.counters["published"] += 1
 
     @staticmethod
-    def _signals(joints: tuple, imu: tuple, cmd: tuple | None) -> dict[str, np.ndarray]:
-        """The robot signals of the observation terms (policy joint order)."""
+    def _signals(joints: tuple, imu: tuple, cmd: tuple | None, height: tuple | None) -> dict[str, np.ndarray]:
+        """The robot signals of the observation terms (policy joint order), the height map's scan too."""
         command = cmd[0] if cmd is not None else np.zeros(3)
-        return {"imu_quat": imu[0], "imu_gyro": imu[1], "joint_pos": joints[0], "joint_vel": joints[1],
-                "command": command}
+        signals = {"imu_quat": imu[0], "imu_gyro": imu[1], "joint_pos": joints[0], "joint_vel": joints[1],
+                   "command": command}
+        if height is not None:
+            signals["height_scan"] = height[0]
+        return signals
 
     def _log_attrs(self) -> dict[str, Any]:
         meta = self.policy.policy.metadata
@@ -378,10 +395,11 @@ class DeployNode:
                 "obs_terms": meta.get("obs_terms", []), "command_format": self.params.command_format,
                 **{k: meta[k] for k in ("task", "robot", "config_hash", "control_dt", "action_scale") if k in meta}}
 
-    def _end_episode(self, now: float, end: str, terminal: bool, joints: tuple, imu: tuple, cmd: tuple | None) -> None:
+    def _end_episode(self, now: float, end: str, terminal: bool, joints: tuple, imu: tuple, cmd: tuple | None,
+                     height: tuple | None) -> None:
         """Close the recorded episode with the observation after its last action, from the latest
         signals (the one the next policy tick would have consumed)."""
-        signals = self._signals(joints, imu, cmd)
+        signals = self._signals(joints, imu, cmd, height)
         obs = self.policy.peek_observation(signals)
         grav = projected_gravity({"imu_quat": imu[0]})
         age = now - min(joints[2], imu[2])
@@ -396,7 +414,7 @@ class DeployNode:
 
     def status(self) -> dict[str, Any]:
         return {"mode": self.safety.mode.value, "fault": self.safety.fault, "mode_at_stop": self.mode_at_stop,
-                "enabled": self.enabled, **self.counters,
+                "waiting": self.waiting, "enabled": self.enabled, **self.counters,
                 "last_rejection": self.last_rejection, "last_clamp": self.last_clamp,
                 "velocity_source": self.velocity_source,
                 "state_clock": "header stamps" if self.safety_cfg.use_header_stamps else "arrival",
@@ -411,10 +429,11 @@ class DeployNode:
         mode = status["mode"]
         level = (m.DiagnosticStatus.ERROR if mode == "damping"
                  else m.DiagnosticStatus.WARN if mode == "passive" or not self.enabled else m.DiagnosticStatus.OK)
-        message = f"{mode}: {status['fault']}" if status["fault"] else mode
-        keys = ("mode", "fault", "enabled", "joint_state", "imu", "cmd_vel", "rejected", "last_rejection", "published",
-                "clamped", "last_clamp", "policy_faults", "velocity_source", "state_clock", "state_timeout_ms",
-                "max_state_age_ms", "ticks", "deadline_misses", "rate_hz")
+        why = status["fault"] or status["waiting"]
+        message = f"{mode}: {why}" if why else mode
+        keys = ("mode", "fault", "waiting", "enabled", "joint_state", "imu", "cmd_vel", "height_map", "rejected",
+                "last_rejection", "published", "clamped", "last_clamp", "policy_faults", "velocity_source",
+                "state_clock", "state_timeout_ms", "max_state_age_ms", "ticks", "deadline_misses", "rate_hz")
         values = [(k, "" if status[k] is None else str(status[k])) for k in keys]
         return m.DiagnosticArray(time.time(), [m.DiagnosticStatus(level, "ctrl_rl_node: safety", message,
                                                                   self.policy.policy.metadata.get("robot", ""),
@@ -468,8 +487,8 @@ class DeployNode:
     def _stop_recording(self) -> None:
         if self.recorder.active:
             with self._lock:
-                joints, imu, cmd = self._joints, self._imu, self._cmd
-            self._end_episode(time.monotonic(), "stopped", False, joints, imu, cmd)
+                joints, imu, cmd, height = self._joints, self._imu, self._cmd, self._height
+            self._end_episode(time.monotonic(), "stopped", False, joints, imu, cmd, height)
         self.recorder.flush()
 
     def _log_latency(self) -> None:

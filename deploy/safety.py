@@ -77,6 +77,13 @@ class SafetyConfig:
     auto_start: bool = True
     """Stand up on the first healthy data without waiting for a start message (once: after a
     fault the node waits for a start message)."""
+    height_map_timeout: float = 0.2
+    """A height map (bundles that observe ``height_scan``) older than this (s) is a fault: the
+    node does not stand up without a fresh one and goes to damping when it goes stale. 0.2 s is
+    two periods of a 10 Hz elevation mapper."""
+    max_height_map: float = 3.0
+    """A height-map clearance beyond +-this (m) makes the message malformed (a perception fault,
+    not terrain a policy trained on +-1 m readings could use)."""
     torque_clamp: bool = True
     """Also clamp each target to what the bundle's torque limits allow with its PD gains at the
     measured state (``|kp (target - q) - kd dq| <= torque limit``); joint limits always apply."""

@@ -69,9 +69,23 @@ class BridgeConfig:
     terrain_cell: tuple[int, int] | None = None
     """With a terrain: the (row, column) sub-terrain whose platform the robot starts on;
     None = the middle row, column 0."""
-    start: str = "lying"
+    height_map: dict[str, Any] | None = None
+    """Publish the ground around the base as a height map (``deploy/height_map.py``): a scan bundle's
+    ``height_scan`` metadata (``points``, ``offset``); None = no terrain perception."""
+    height_map_topic: str = "height_map"
+    height_map_rate_hz: float = 50.0
+    """Height-map publish rate (an elevation mapper's; at most the physics rate)."""
+    start: str = "auto"
     """``lying``: the robot boots folded on the ground (thighs and calves tucked, as real quadrupeds
-    rest), so the node's stand-up is exercised for real; ``standing``: at the default pose."""
+    rest), so the node's stand-up is exercised for real; ``standing``: at the default pose;
+    ``auto``: lying for robots with four or more feet, standing (in the gantry) for bipeds."""
+    gantry: str = "auto"
+    """``on``: an elastic band holds the base at its standing height and upright (as a humanoid hangs
+    from a gantry while its controller starts), released ``release_after`` s after the node's status
+    first reports policy mode; ``off``; ``auto``: on for bipeds (fewer than four feet)."""
+    release_after: float = 1.0
+    status_topic: str = "ctrl_rl/status"
+    """The node's status (std_msgs/String JSON): the gantry watches it for policy mode."""
 
 
 class Sim2SimBridge:
@@ -114,6 +128,15 @@ class Sim2SimBridge:
         self.s_vel_b = np.r_[layout["base_lin_vel"]]
         self.kp0 = np.array(r.kp, dtype=np.float64)
         self.kd0 = np.array(r.kd, dtype=np.float64)
+        biped = len(r.foot_geoms) < 4
+        if cfg.start == "auto":
+            cfg.start = "standing" if biped else "lying"
+        if cfg.gantry not in ("auto", "on", "off"):
+            raise ValueError(f"gantry must be auto, on or off, got '{cfg.gantry}'")
+        self.gantry = cfg.gantry == "on" or (cfg.gantry == "auto" and biped)
+        self.released_at: float | None = None
+        """Sim time the gantry let go (None: still holding, or no gantry)."""
+        self._policy_since: float | None = None
         self._place()
         self._set_gains(np.zeros_like(self.kp0), np.zeros_like(self.kd0))  # limp until commanded
         self.rng = np.random.default_rng(cfg.seed)
@@ -130,7 +153,22 @@ class Sim2SimBridge:
         self._pub_js = transport.publisher(cfg.joint_states_topic, m.JointState)
         self._pub_imu = transport.publisher(cfg.imu_topic, m.Imu)
         self._pub_cmd = transport.publisher(cfg.cmd_vel_topic, m.Twist) if cfg.cmd_vel is not None else None
+        self.scan = self._pub_map = None
+        if cfg.height_map is not None:
+            from .height_map import HeightMapSpec, grid_shape
+
+            points = np.asarray(cfg.height_map["points"], dtype=np.float64).reshape(-1, 2)
+            self.scan = HeightMapSpec(points, float(cfg.height_map.get("offset", 0.0)), grid_shape(points))
+            self._pub_map = transport.publisher(cfg.height_map_topic, m.Float64MultiArray)
+        self.map_decim = max(1, round(1.0 / (cfg.height_map_rate_hz * self.model.opt.timestep)))
         transport.subscribe(cfg.joint_command_topic, m.Float64MultiArray, self._on_command)
+        if self.gantry:
+            from .config import TopicQos
+
+            status_qos = TopicQos("reliable", 1, "transient_local")
+            transport.subscribe(cfg.status_topic, m.String, self._on_status, qos=status_qos)
+            self.base_id = self.model.body(r.base_body).id
+            self.hold = self.data.qpos[:3].copy()
 
     def _place(self) -> None:
         """Default pose at the standing height; for ``lying``, fold the legs under PD and let the
@@ -197,6 +235,28 @@ class Sim2SimBridge:
         imu = m.Imu(stamp, d[self.s_quat].copy(), gyro, d[self.s_acc].copy(), frame_id="imu")
         return js, imu
 
+    def _on_status(self, msg: m.String) -> None:
+        if self._policy_since is None and '"mode": "policy"' in msg.data:
+            self._policy_since = float(self.data.time)
+
+    def _gantry(self) -> None:
+        """Spring-damper on the base's position and attitude (world frame) until released."""
+        f = self.data.xfrc_applied[self.base_id]
+        since = self._policy_since
+        if self.released_at is not None or (since is not None and self.data.time - since >= self.cfg.release_after):
+            if self.released_at is None:
+                self.released_at = float(self.data.time)
+                log.info("gantry released at %.2f s", self.released_at)
+            f[:] = 0.0
+            return
+        pos, vel = self.data.qpos[:3], self.data.qvel[:3]
+        w, x, y, z = self.data.qpos[3:7]
+        up = np.array([2 * (x * z + w * y), 2 * (y * z - w * x)])  # body z axis in the world, x and y
+        f[:3] = 5000.0 * (self.hold - pos) - 500.0 * vel
+        omega = np.zeros(3)
+        self.mj.mju_rotVecQuat(omega, self.data.qvel[3:6], self.data.qpos[3:7])  # body rate in world axes
+        f[3:6] = 500.0 * np.array([up[1], -up[0], 0.0]) - 50.0 * omega  # torque toward upright
+
     def step(self) -> None:
         """Apply the latest command, one physics step, publish state when due."""
         with self._lock:
@@ -207,6 +267,8 @@ class Sim2SimBridge:
                 kp, kd = self.kp0, self.kd0
             self._set_gains(kp, kd)
             self.data.ctrl[:] = pos
+        if self.gantry:
+            self._gantry()
         self.mj.mj_step(self.model, self.data)
         k = self.stats["physics_steps"] = self.stats["physics_steps"] + 1
         now = time.time()
@@ -218,11 +280,25 @@ class Sim2SimBridge:
             x, y, z = d[self.s_base]
             self.trace[self.trace_n % len(self.trace)] = (now, z, d[self.s_vel_b][0], tilt, x, y)
             self.trace_n += 1
+        if self._pub_map is not None and k % self.map_decim == 0:
+            self._pub_map(self.height_map())
         while self.pending and self.pending[0][0] <= time.monotonic():
             _, js, imu = self.pending.popleft()
             self._pub_js(js)
             self._pub_imu(imu)
             self.stats["published"] += 1
+
+    def height_map(self) -> m.Float64MultiArray:
+        """The base's clearance over the ground at the scan points (yaw frame), as perception would
+        publish it: the terrain's surface, or the flat ground at z = 0."""
+        from .height_map import yaw_points
+
+        d = self.data.sensordata
+        w, x, y, z = d[self.s_quat]
+        bx, by, bz = d[self.s_base]
+        xs, ys = yaw_points(self.scan.points, bx, by, math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)))
+        ground = self.terrain.height_at(xs, ys) if self.terrain is not None else np.zeros(len(xs))
+        return self.scan.message(bz - ground)
 
     def run(self, duration: float | None = None, summary_path: str = "") -> dict[str, Any]:
         """Real-time loop until :meth:`stop` or ``duration`` seconds; returns :meth:`summary`,
@@ -257,7 +333,8 @@ class Sim2SimBridge:
         if self.terrain is not None and len(recent):  # base height over the ground below it, as in training
             recent = recent.copy()
             recent[:, 1] -= self.terrain.height_at(recent[:, 4], recent[:, 5])
-        return {**self.stats, "sim_time": float(self.data.time), "base_height": mean(1),
+        return {**self.stats, "sim_time": float(self.data.time), "gantry_released": self.released_at,
+                "base_height": mean(1),
                 "forward_velocity": mean(2), "max_tilt": float(tr[:, 3].max()) if len(tr) else float("nan"),
                 "base_x": float(last[4]), "base_y": float(last[5])}
 
@@ -289,6 +366,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--terrain-cell", type=int, nargs=2, default=None, metavar=("ROW", "COL"),
                     help="sub-terrain to start on (default: middle row, column 0)")
     ap.add_argument("--no-limb-collisions", action="store_true", help="with --terrain: only feet and trunk collide")
+    ap.add_argument("--height-map", default=None,
+                    help="publish a height map: a scan bundle's height_scan metadata as JSON (points, offset)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     order: list[str] = []
@@ -303,7 +382,8 @@ def main(argv: list[str] | None = None) -> None:
                        noise_joint_vel=args.noise[1], noise_gyro=args.noise[2], latency=args.latency,
                        terrain=json.loads(args.terrain) if args.terrain else None,
                        limb_collisions=not args.no_limb_collisions,
-                       terrain_cell=tuple(args.terrain_cell) if args.terrain_cell else None)
+                       terrain_cell=tuple(args.terrain_cell) if args.terrain_cell else None,
+                       height_map=json.loads(args.height_map) if args.height_map else None)
     transport = make_transport(args.transport, namespace=args.namespace, node_name="ctrl_rl_sim2sim")
     bridge = Sim2SimBridge(cfg, transport)
     try:

@@ -1,12 +1,16 @@
 """Timing for the deploy loop: per-stage latency percentiles and a fixed-rate timer that counts
-deadline misses and records the error of every period (numpy only)."""
+deadline misses and records the error of every period, and the control thread's scheduling (numpy only)."""
 
 from __future__ import annotations
 
+import logging
+import os
 import time
 from collections.abc import Sequence
 
 import numpy as np
+
+log = logging.getLogger("ctrl_rl.deploy.node")
 
 
 class Ring:
@@ -94,3 +98,15 @@ class LoopTimer:
         p50, p99 = np.percentile(v, [50, 99])
         ms = lambda x: round(float(x) * 1e3, 4)  # noqa: E731
         return {"p50": ms(p50), "p99": ms(p99), "max": ms(v.max())}
+
+
+def set_realtime_priority(priority: int) -> bool:
+    """SCHED_FIFO for the calling thread (Linux applies it per thread); False, with a warning, if refused."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except (AttributeError, PermissionError, OSError) as e:
+        log.warning("realtime_priority %d refused (%s): running with normal scheduling; "
+                    "run as root or raise `ulimit -r`", priority, e)
+        return False
+    log.info("control thread runs SCHED_FIFO priority %d", priority)
+    return True

@@ -21,10 +21,12 @@ def _register_builtin() -> None:
         from .locomotion import VelocityTask, VelocityTaskConfig
     except ImportError:  # the deploy runtime imports terms.py without torch / mujoco
         return
+    from .humanoid import HumanoidVelocityTask, HumanoidVelocityTaskConfig
     from .rough import RoughVelocityTask, RoughVelocityTaskConfig
 
     TASKS["quadruped_velocity_flat"] = (VelocityTaskConfig, VelocityTask)
     TASKS["quadruped_velocity_rough"] = (RoughVelocityTaskConfig, RoughVelocityTask)
+    TASKS["humanoid_velocity_flat"] = (HumanoidVelocityTaskConfig, HumanoidVelocityTask)
 
 
 _register_builtin()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
 
 import mujoco
 import numpy as np
@@ -21,10 +21,22 @@ import torch
 from .robot import RobotConfig, SensorLayout, build_model, joint_indices
 from .terms import ObsTerm, compute_obs, projected_gravity
 
+DEFAULT_REWARDS = {
+    "track_lin_vel_xy": 1.0, "track_ang_vel_z": 0.5, "lin_vel_z": -2.0, "ang_vel_xy": -0.05,
+    "orientation": -5.0, "torques": -2e-4, "joint_acc": -2.5e-7, "action_rate": -0.01,
+    "feet_air_time": 0.25, "joint_pos_limits": -10.0, "base_height": 0.0, "termination": 0.0,
+}
+"""legged_gym's Go1 weights, with Isaac Lab's flat-terrain orientation (-5) and air-time (0.25)
+weights (why: docs/experiments/quadruped_rewards.md)."""
+TRACKING_SIGMA = 0.25  # exp(-err^2 / sigma) tracking kernels, legged_gym's value
+
 
 @dataclass
 class VelocityTaskConfig:
     """Task parameters (``task.kwargs.<name>=...`` on the command line)."""
+
+    reward_defaults: ClassVar[dict[str, float]] = DEFAULT_REWARDS
+    """The reward terms of this task and their default weights (a variant declares its own)."""
 
     robot: str = "ctrl_quad"
     """Shipped robot name or a robot YAML path (see robots/ctrl_quad.yaml)."""
@@ -100,29 +112,19 @@ class VelocityTaskConfig:
         valid = {f.name for f in fields(cls)}
         for key in kwargs:
             if key not in valid:
-                raise ValueError(f"quadruped task has no parameter {key!r} (task.kwargs); "
+                raise ValueError(f"this task has no parameter {key!r} (task.kwargs); "
                                  f"valid: {', '.join(sorted(valid))}")
         kw = dict(kwargs)
         if "rewards" in kw:
-            unknown = set(kw["rewards"]) - set(REWARD_TERMS)
+            defaults = cls.reward_defaults
+            unknown = set(kw["rewards"]) - set(defaults)
             if unknown:
-                raise ValueError(f"unknown reward term(s) {sorted(unknown)}; terms: {', '.join(REWARD_TERMS)}")
-            kw["rewards"] = {**DEFAULT_REWARDS, **{k: float(v) for k, v in kw["rewards"].items()}}
+                raise ValueError(f"unknown reward term(s) {sorted(unknown)}; terms: {', '.join(defaults)}")
+            kw["rewards"] = {**defaults, **{k: float(v) for k, v in kw["rewards"].items()}}
         for key, value in kw.items():
             if isinstance(value, list):
                 kw[key] = tuple(value)
         return cls(**kw)
-
-
-DEFAULT_REWARDS = {
-    "track_lin_vel_xy": 1.0, "track_ang_vel_z": 0.5, "lin_vel_z": -2.0, "ang_vel_xy": -0.05,
-    "orientation": -5.0, "torques": -2e-4, "joint_acc": -2.5e-7, "action_rate": -0.01,
-    "feet_air_time": 0.25, "joint_pos_limits": -10.0, "base_height": 0.0,
-}
-"""legged_gym's Go1 weights, with Isaac Lab's flat-terrain orientation (-5) and air-time (0.25)
-weights (why: docs/experiments/quadruped_rewards.md)."""
-REWARD_TERMS = tuple(DEFAULT_REWARDS)
-TRACKING_SIGMA = 0.25  # exp(-err^2 / sigma) tracking kernels, legged_gym's value
 
 
 def policy_terms(noise: float) -> tuple[ObsTerm, ...]:
@@ -221,7 +223,7 @@ class VelocityTask:
 
     def signals(self, physics: Any) -> dict[str, torch.Tensor]:
         """The named signals the observation terms read (robot-measurable + privileged), plus
-        ``_contact``, ``_torques`` and ``_base_contact`` for rewards and terminations."""
+        ``_contact``, ``_torques``, ``_base_contact`` and ``_sensordata`` for rewards and terminations."""
         sd = physics.sensordata.float()  # one conversion, then cheap slices
         sensor = lambda name: sd[:, self.layout[name]]  # noqa: E731
         contact = torch.cat([sensor(f) for f in self.feet], -1) > 1.0
@@ -240,6 +242,7 @@ class VelocityTask:
             "_contact": contact,
             "_torques": torch.cat([sensor(t) for t in self.torque_sensors], -1),
             "_base_contact": sensor("base_contact")[:, 0],
+            "_sensordata": sd,  # for a variant's extra sensors (a humanoid's foot velocities)
         }
 
     # -- hooks called by MjVecEnv -------------------------------------------------------------
@@ -309,9 +312,44 @@ class VelocityTask:
                  gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, dict]:
         """Reward, termination and logs after a control step; updates the task's buffers."""
         s = self.signals(physics)
-        dt, c = self.step_dt, self.cfg
-        v, w = s["base_lin_vel"], s["imu_gyro"]
+        c = self.cfg
         g = projected_gravity(s)
+        terminated = self.failed(s, g)
+        terms = self.reward_terms(s, g, terminated)
+        reward = torch.zeros(self.num_envs, device=self.device)
+        log = {}
+        for name in self.active_rewards:
+            r = terms[name] * (c.rewards[name] * self.step_dt)
+            reward += r
+            log[f"Reward/{name}"] = r.mean()
+        if c.only_positive_rewards:
+            reward = reward.clamp(min=0.0)
+        self.last_action = self._action
+        self.last_joint_vel = s["joint_vel"]
+        s["last_action"] = self.last_action
+        if self.resample_every > 0:
+            due = (episode_length % self.resample_every == 0)[:, None]
+            self.commands = torch.where(due, self._sample_commands(gen), self.commands)
+        s["command"] = self.commands
+        self.post_step_signals = s
+        """This step's signals with the updated command and last action: ``final_obs`` reuses them."""
+        # per env: evaluation averages each env over its own episode; TensorBoard gets the mean
+        v = s["base_lin_vel"]
+        self.metrics = {"lin_vel_error": (self.commands[:, :2] - v[:, :2]).norm(dim=-1),
+                        "forward_velocity": v[:, 0]}  # base frame, m/s
+        log.update({f"Metrics/{k}": m.mean() for k, m in self.metrics.items()})
+        return reward, terminated, log
+
+    def failed(self, s: dict[str, torch.Tensor], g: torch.Tensor) -> torch.Tensor:
+        """Terminations: the base touches the ground or tilts past ``max_tilt_deg``."""
+        upright = -g[:, 2]  # cos(tilt)
+        return (s["_base_contact"] > 1.0) | (upright < math.cos(math.radians(self.cfg.max_tilt_deg)))
+
+    def reward_terms(self, s: dict[str, torch.Tensor], g: torch.Tensor,
+                     terminated: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Every reward term's per-step value (before its weight); advances the gait buffers."""
+        dt = self.step_dt
+        v, w = s["base_lin_vel"], s["imu_gyro"]
         contact = s["_contact"]
         first_contact = (self.air_time > 0) & (contact | self.last_contact)
         self.air_time += dt
@@ -331,33 +369,11 @@ class VelocityTask:
             "joint_pos_limits": ((self.soft_limits[0] - q).clamp(min=0)
                                  + (q - self.soft_limits[1]).clamp(min=0)).sum(-1),
             "base_height": (s["base_height"][:, 0] - self.robot.init_height) ** 2,
+            "termination": terminated.float(),
         }
         self.air_time *= ~(contact | self.last_contact)
         self.last_contact = contact
-        reward = torch.zeros(self.num_envs, device=self.device)
-        log = {}
-        for name in self.active_rewards:
-            r = terms[name] * (c.rewards[name] * dt)
-            reward += r
-            log[f"Reward/{name}"] = r.mean()
-        if c.only_positive_rewards:
-            reward = reward.clamp(min=0.0)
-        upright = -g[:, 2]  # cos(tilt)
-        terminated = (s["_base_contact"] > 1.0) | (upright < math.cos(math.radians(c.max_tilt_deg)))
-        self.last_action = self._action
-        self.last_joint_vel = s["joint_vel"]
-        s["last_action"] = self.last_action
-        if self.resample_every > 0:
-            due = (episode_length % self.resample_every == 0)[:, None]
-            self.commands = torch.where(due, self._sample_commands(gen), self.commands)
-        s["command"] = self.commands
-        self.post_step_signals = s
-        """This step's signals with the updated command and last action: ``final_obs`` reuses them."""
-        # per env: evaluation averages each env over its own episode; TensorBoard gets the mean
-        self.metrics = {"lin_vel_error": (self.commands[:, :2] - v[:, :2]).norm(dim=-1),
-                        "forward_velocity": v[:, 0]}  # base frame, m/s
-        log.update({f"Metrics/{k}": m.mean() for k, m in self.metrics.items()})
-        return reward, terminated, log
+        return terms
 
     def perturb(self, physics: Any, episode_length: torch.Tensor, gen: torch.Generator) -> None:
         """Random base velocity kicks every ``push_interval_s`` of an episode."""

@@ -60,12 +60,28 @@ class RobotConfig:
     """Site of the IMU on the base; ``None`` puts one at the base body's origin."""
     init_height: float = 0.3
     """Base height (m) of the default pose standing on flat ground: where resets place it."""
+    mirror: tuple[tuple[str, str, int], ...] = ()
+    """Left/right mirror of the joints, for symmetry augmentation: ``(a, b, s)`` means
+    mirror(a) = s·b and mirror(b) = s·a; a centre joint maps to itself (``(waist, waist, -1)``).
+    Empty: no mirror declared. Apply it with :meth:`mirror_map`."""
     source: str = ""
     """The YAML file this config came from (for messages)."""
 
     @property
     def num_joints(self) -> int:
         return len(self.joint_names)
+
+    def mirror_map(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(perm, sign)`` with ``mirrored = sign * q[..., perm]`` for any joint-ordered vector
+        (positions, velocities, actions, torques); applying it twice gives ``q`` back."""
+        if not self.mirror:
+            raise ValueError(f"robot {self.name} declares no mirror; add a `mirror` list to its YAML")
+        index = {j: i for i, j in enumerate(self.joint_names)}
+        perm, sign = np.arange(self.num_joints), np.ones(self.num_joints)
+        for a, b, s in self.mirror:
+            perm[index[a]], perm[index[b]] = index[b], index[a]
+            sign[index[a]] = sign[index[b]] = s
+        return perm, sign
 
     def mjcf_path(self) -> Path:
         path = Path(self.mjcf)
@@ -108,8 +124,38 @@ class RobotConfig:
         values["default_pose"] = tuple(float(v) for v in raw["default_pose"])
         for key in ("kp", "kd", "torque_limits"):
             values[key] = per_joint(key)
+        values["mirror"] = _parse_mirror(path, raw.get("mirror") or [], values["joint_names"])
         values["source"] = str(path.resolve())
         return cls(**values)
+
+
+def _parse_mirror(path: Path, entries: Any, joints: tuple[str, ...]) -> tuple[tuple[str, str, int], ...]:
+    """Validate the YAML ``mirror`` list: a wrong map would silently corrupt augmented data."""
+    if not isinstance(entries, list):
+        raise ValueError(f"{path}: mirror must be a list of [joint_a, joint_b, sign] entries")
+    out: list[tuple[str, str, int]] = []
+    seen: set[str] = set()
+    for entry in entries:
+        if not (isinstance(entry, list) and len(entry) == 3):
+            raise ValueError(f"{path}: mirror entry {entry!r} is not [joint_a, joint_b, sign]")
+        a, b, s = entry
+        unknown = [j for j in (a, b) if j not in joints]
+        if unknown:
+            raise ValueError(f"{path}: mirror entry {entry} names unknown joint(s) {unknown}; "
+                             f"use names from joint_names")
+        if s not in (1, -1) or isinstance(s, bool):
+            raise ValueError(f"{path}: mirror entry {entry} has sign {s!r}; the sign must be 1 or -1")
+        twice = sorted({a, b} & seen)
+        if twice:
+            raise ValueError(f"{path}: mirror lists joint(s) {twice} more than once; "
+                             f"give each joint exactly one entry")
+        seen |= {a, b}
+        out.append((str(a), str(b), int(s)))
+    missing = [j for j in joints if j not in seen]
+    if out and missing:
+        raise ValueError(f"{path}: mirror misses joint(s) {missing}; add an entry for each "
+                         f"(a centre joint maps to itself: [joint, joint, -1])")
+    return tuple(out)
 
 
 def load_robot(name_or_path: str) -> RobotConfig:
@@ -128,8 +174,8 @@ SensorLayout = dict[str, slice]
 
 
 SENSOR_NAMES = ("imu_quat", "imu_gyro", "imu_acc", "base_lin_vel", "base_pos", "base_contact")
-"""Canonical per-robot sensors; plus ``<foot>_contact``, ``<foot>_pos`` per foot geom and
-``<joint>_pos``, ``<joint>_vel``, ``<joint>_torque`` per actuated joint."""
+"""Canonical per-robot sensors; plus ``<foot>_contact``, ``<foot>_pos``, ``<foot>_vel`` (world frame) per
+foot geom and ``<joint>_pos``, ``<joint>_vel``, ``<joint>_torque`` per actuated joint."""
 
 
 FOOT_ZONE_MARGIN = 0.01
@@ -206,6 +252,7 @@ def build_model(robot: RobotConfig, scene: Callable[[mujoco.MjSpec], None] | Non
             body.add_site(name=zone, type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[2.0, 0, 0], group=5)
         add(name=f"{foot}_contact", type=S.mjSENS_TOUCH, objtype=O.mjOBJ_SITE, objname=zone)
         add(name=f"{foot}_pos", type=S.mjSENS_FRAMEPOS, objtype=O.mjOBJ_GEOM, objname=foot)
+        add(name=f"{foot}_vel", type=S.mjSENS_FRAMELINVEL, objtype=O.mjOBJ_GEOM, objname=foot)  # world frame
     for jname in robot.joint_names:  # encoders: read with the IMU, one consistent snapshot
         add(name=f"{jname}_pos", type=S.mjSENS_JOINTPOS, objtype=O.mjOBJ_JOINT, objname=jname)
         add(name=f"{jname}_vel", type=S.mjSENS_JOINTVEL, objtype=O.mjOBJ_JOINT, objname=jname)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import mujoco
 import torch
@@ -40,6 +40,7 @@ penalty is mild, and air time matters less than footing."""
 class RoughVelocityTaskConfig(VelocityTaskConfig):
     """The flat task's parameters plus the terrain, the curriculum and the height scan."""
 
+    reward_defaults: ClassVar[dict[str, float]] = ROUGH_REWARDS
     rewards: dict[str, float] = field(default_factory=lambda: dict(ROUGH_REWARDS))
     """Reward term -> weight per second (0 disables a term)."""
     terrain: TerrainConfig = field(default_factory=TerrainConfig)
@@ -68,17 +69,6 @@ class RoughVelocityTaskConfig(VelocityTaskConfig):
         if self.spawn_radius < 0 or self.spawn_radius > self.terrain.platform / 2:
             raise ValueError(f"task.kwargs.spawn_radius must be in [0, terrain.platform / 2 = "
                              f"{self.terrain.platform / 2}], got {self.spawn_radius}")
-
-    @classmethod
-    def from_kwargs(cls, **kwargs: Any) -> RoughVelocityTaskConfig:
-        if "rewards" in kwargs:  # the flat parser fills unnamed terms from the flat defaults
-            unknown = set(kwargs["rewards"]) - set(ROUGH_REWARDS)
-            if unknown:
-                raise ValueError(f"unknown reward term(s) {sorted(unknown)}; terms: {', '.join(ROUGH_REWARDS)}")
-            kwargs = {**kwargs, "rewards": {**ROUGH_REWARDS, **{k: float(v) for k, v in kwargs["rewards"].items()}}}
-        cfg = super().from_kwargs(**kwargs)
-        assert isinstance(cfg, RoughVelocityTaskConfig)
-        return cfg
 
 
 class RoughVelocityTask(VelocityTask):

@@ -15,6 +15,19 @@ def quadruped_bundle(root: Path) -> str:
     return str(export(str(run), []))
 
 
+def scan_bundle(root: Path) -> str:
+    """A rough-terrain bundle whose actor observes the height scan (1 iteration of 16 envs x 8 steps on a
+    small 2 x 7 grid): the deploy node must be given a height map for it."""
+    from ctrl_rl.app.export import export
+    from ctrl_rl.app.train import train
+
+    run = train(["task=quadruped_velocity_rough", "env.num_envs=16", "algo.num_steps_per_env=8",
+                 "runner.max_iterations=1", "runner.progress=false", f"runner.log_root={root}",
+                 "task.kwargs.actor_height_scan=true", "task.kwargs.terrain.num_rows=2",
+                 "task.kwargs.terrain.num_cols=7"])
+    return str(export(str(run), []))
+
+
 def crafted_bundle(src: str | Path, dst: str | Path, factor: float) -> str:
     """``src`` with its action output multiplied by ``factor`` (NaN, inf, 1e6: a policy gone bad),
     metadata kept: the deploy node must fault or clamp, never pass it on."""

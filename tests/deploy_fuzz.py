@@ -36,6 +36,7 @@ import numpy as np
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 from ctrl_rl.deploy import messages as m  # noqa: E402
 from ctrl_rl.deploy.config import TopicQos  # noqa: E402
+from ctrl_rl.deploy.height_map import HeightMapSpec  # noqa: E402
 from ctrl_rl.deploy.runtime import OnnxPolicy  # noqa: E402
 from ctrl_rl.deploy.transports import make_transport  # noqa: E402
 
@@ -75,6 +76,10 @@ class Robot:
         self.pub_estop = self.t.publisher("estop", m.Bool)
         self.pub_start = self.t.publisher("ctrl_rl/start", m.Bool)
         self.pub_cmd_vel = self.t.publisher("cmd_vel", m.Twist)
+        self.scan = HeightMapSpec.from_metadata(meta)
+        self.pub_map = None if self.scan is None else self.t.publisher("height_map", m.Float64MultiArray)
+        self.map_sample: Callable[[], m.Float64MultiArray] | None = None if self.scan is None else self.flat_map
+        """What the robot's terrain perception publishes with each state (None: nothing)."""
         self.first_valid_state: float | None = None
         self.commands = 0
         self.unsafe: list[str] = []
@@ -98,6 +103,10 @@ class Robot:
         return (m.JointState(now, list(self.order), self.pose.copy(), np.zeros(len(self.order)), np.zeros(0)),
                 m.Imu(now, np.array([1.0, 0.0, 0.0, 0.0]), np.zeros(3), np.array([0.0, 0.0, 9.81])))
 
+    def flat_map(self) -> m.Float64MultiArray:
+        """Flat ground under a robot standing at its training height: every clearance is the offset."""
+        return self.scan.message(np.full(self.scan.size, self.scan.offset))
+
     def _stream(self) -> None:
         while not self._stop.is_set():
             if self.streaming:
@@ -106,6 +115,9 @@ class Robot:
                     self.first_valid_state = time.monotonic()
                 self.pub_js(js)
                 self.pub_imu(imu)
+                make_map = self.map_sample
+                if make_map is not None:
+                    self.pub_map(make_map())
             time.sleep(0.005)
 
     def start_streaming(self) -> None:
@@ -337,6 +349,34 @@ def _policy_faults(robot: Robot) -> None:
     time.sleep(0.3)
 
 
+def _no_height_map(robot: Robot) -> None:
+    """Healthy state but no height map: the node holds the pose in passive and says why."""
+    robot.map_sample = None
+    robot.start_streaming()
+    time.sleep(1.5)
+    assert robot.status.get("mode") == "passive", robot.status
+
+
+def _height_map_stops(robot: Robot) -> None:
+    robot.to_policy()
+    robot.map_sample = None
+    assert robot.wait_mode("damping", 5), robot.status
+
+
+def _bad_map(make: Callable[[Robot], m.Float64MultiArray]) -> Callable[[Robot], None]:
+    def run(robot: Robot) -> None:
+        robot.to_policy()
+        robot.map_sample = lambda: make(robot)
+        assert robot.wait_mode("damping", 5), robot.status
+    return run
+
+
+def _map_with(robot: Robot, index: int, value: float) -> m.Float64MultiArray:
+    msg = robot.flat_map()
+    msg.data[index] = value
+    return msg
+
+
 def cases(robot_meta: dict) -> list[Case]:
     n = len(robot_meta["joint_names"])
     big = 1_000_000
@@ -389,6 +429,16 @@ def cases(robot_meta: dict) -> list[Case]:
              command_format="position"),
         Case("passive_output none", _no_state, "", command_format="position", expect_no_commands=True,
              settings=["passive_output=none"]),
+        # a policy that observes the height scan: the height map is robot state like any other
+        Case("scan bundle: no height map", _no_height_map, "no height map received", bundle="scan.onnx"),
+        Case("scan bundle: policy with a height map", _policy_runs(), "", bundle="scan.onnx"),
+        Case("scan bundle: height map stops", _height_map_stops, "height map is stale", bundle="scan.onnx"),
+        Case("scan bundle: NaN in the height map", _bad_map(lambda r: _map_with(r, 5, np.nan)),
+             "height map refused: .*non-finite", bundle="scan.onnx"),
+        Case("scan bundle: clearance 1e3 m", _bad_map(lambda r: _map_with(r, 0, 1e3)), "max_height_map",
+             bundle="scan.onnx"),
+        Case("scan bundle: height map of the wrong size", _bad_map(
+            lambda r: m.Float64MultiArray(np.zeros(r.scan.size - 1), [])), "the bundle's scan has", bundle="scan.onnx"),
     ]
 
 
@@ -412,8 +462,8 @@ def run_case(case: Case, bundle_dir: Path, transport: str, index: int) -> tuple[
         if node.poll() is not None:
             crashed, result = True, f"node exited {node.returncode}"
         status = robot.status
-        named = " ".join(str(status.get(k) or "") for k in ("fault", "last_rejection", "velocity_source",
-                                                             "last_clamp"))
+        named = " ".join(str(status.get(k) or "") for k in ("fault", "waiting", "last_rejection",
+                                                             "velocity_source", "last_clamp"))
         if case.expect and not re.search(case.expect, named):
             result = f"status does not name '{case.expect}': {named!r}"
         if case.expect_no_commands and robot.commands:

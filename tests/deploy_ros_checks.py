@@ -96,7 +96,8 @@ class Peer:
 def start_node(bundle: str | None, ns: str, *extra: str) -> subprocess.Popen:
     """The node as a user starts it; ``bundle`` None: it comes from ``extra`` (``--ros-args -p bundle:=``)."""
     return subprocess.Popen([sys.executable, "-m", "ctrl_rl.cli", "deploy", "node",
-                             *(["--bundle", bundle] if bundle else []), "--transport", "rclpy", "--namespace", ns, "--set", "safety.stand_up_time=0.3",
+                             *(["--bundle", bundle] if bundle else []), "--transport", "rclpy", "--namespace", ns,
+                             "--set", "safety.stand_up_time=0.3",
                              "--set", "safety.stand_hold_time=0", "--set", "safety.command_timeout=0",
                              "--set", "safety.state_timeout=0.3", *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

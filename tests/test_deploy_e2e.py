@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from bundles import quadruped_bundle
+from bundles import quadruped_bundle, scan_bundle
 from ctrl_rl.deploy import messages as m
 from ctrl_rl.deploy.node import DeployNode, NodeParams
 from ctrl_rl.deploy.transports.dds import DdsTransport
@@ -179,6 +179,22 @@ def test_sim2sim_command_runs_bridge_and_node(bundle):
     fields = dict(kv.split("=") for kv in result[0].split()[2:])
     assert fields["mode"] == "policy", proc.stdout[-2000:] + proc.stderr[-2000:]
     assert float(fields["base_height"]) > 0.2
+
+
+@pytest.mark.slow
+def test_sim2sim_serves_a_scan_bundle_the_height_map_of_its_terrain(tmp_path):
+    """A bundle whose actor observes the height scan: the bridge plays the robot's terrain perception
+    (the map of the training terrain under the robot), the node reads it and runs the policy."""
+    bundle = scan_bundle(tmp_path / "runs")
+    proc = subprocess.run([sys.executable, "-m", "ctrl_rl.cli", "deploy", "sim2sim", bundle, "--duration", "8",
+                           "--set", "safety.stand_up_time=1.0", "--cmd-vel", "0", "0", "0", "--terrain-cell", "1", "0"],
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    status = json.loads(proc.stdout[proc.stdout.index("{"):proc.stdout.rindex("}") + 1])
+    result = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT sim2sim")]
+    fields = dict(kv.split("=") for kv in result[0].split()[2:])
+    assert fields["mode"] == "policy", proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert status["height_map"] > 100 and status["rejected"] == 0, status  # 50 Hz maps, none refused
 
 
 ROS_PY = HERE.parent / ".venv-ros" / "bin" / "python"

@@ -15,19 +15,21 @@ import sys
 from pathlib import Path
 
 import pytest
-from bundles import crafted_bundle, quadruped_bundle
+from bundles import crafted_bundle, quadruped_bundle, scan_bundle
 
 HERE = Path(__file__).parent
 ROS_PY = HERE.parent / ".venv-ros" / "bin" / "python"
-MIN_CASES = 36
+MIN_CASES = 42
 
 
 @pytest.fixture(scope="module")
 def bundle_dir(tmp_path_factory) -> Path:
-    """A real exported quadruped bundle and the same policy with its output times NaN, inf and 1e6."""
+    """A real exported quadruped bundle, the same policy with its output times NaN, inf and 1e6, and a
+    rough-terrain bundle whose actor observes the height scan."""
     d = tmp_path_factory.mktemp("fuzz_bundles")
     src = quadruped_bundle(d / "runs")
     shutil.copy(src, d / "policy.onnx")
+    shutil.copy(scan_bundle(d / "scan_runs"), d / "scan.onnx")
     for name, factor in (("nan", float("nan")), ("inf", float("inf")), ("huge", 1e6)):
         crafted_bundle(src, d / f"{name}.onnx", factor)
     return d
@@ -115,6 +117,12 @@ def test_a_bad_params_file_is_one_line(bundle_dir, tmp_path, text, pattern):
 ])
 def test_a_bad_option_is_one_line(bundle_dir, setting, pattern):
     one_line_error(deploy("--bundle", str(bundle_dir / "policy.onnx"), "--set", setting), pattern)
+
+
+def test_a_scan_bundle_without_a_height_map_topic_is_one_line(bundle_dir):
+    """A robot without terrain perception (``height_map_topic: ""``) cannot run a policy that needs it."""
+    one_line_error(deploy("--bundle", str(bundle_dir / "scan.onnx"), "--set", 'height_map_topic=""'),
+                   r"observes 'height_scan', which needs a height-map source.*height_map_topic")
 
 
 needs_ros = pytest.mark.skipif(not ROS_PY.exists(), reason="no .venv-ros: `bash scripts/setup_ros_env.sh`")

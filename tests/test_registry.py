@@ -151,8 +151,10 @@ def _expected(algo: str, task: str | None) -> dict[str, object]:
     want = _flat(dataclasses.asdict(TrainConfig(algo=learner(algo).config())))
     want["task.name"] = task
     want.update(_tune_delta(config_dir() / "tune" / f"{algo}_{task}.yaml"))
-    if task.startswith("quadruped_velocity_"):  # the task file picks sim=mujoco
-        want["sim.name"] = "mujoco"
+    task_file = config_dir() / "task" / f"{task}.yaml"  # a task file may pick its backend
+    for entry in (yaml.safe_load(task_file.read_text()) or {}).get("defaults", []) if task_file.is_file() else []:
+        if isinstance(entry, dict) and "override /sim" in entry:
+            want["sim.name"] = entry["override /sim"]
     return want
 
 

@@ -107,7 +107,8 @@ class Dataset:
                 continue
             a = np.asarray(raw)
             if a.dtype.kind not in "biuf":
-                raise DatasetError(f"'{name}' must be numeric, got dtype {a.dtype} (first value {a.reshape(-1)[:1]!r}); "
+                raise DatasetError(f"'{name}' must be numeric, got dtype {a.dtype} "
+                                   f"(first value {a.reshape(-1)[:1]!r}); "
                                    "store it as float (observations, actions, rewards) or bool/0-1 (terminals, "
                                    "timeouts)")
             if name in ("terminals", "timeouts") and a.dtype.kind != "b" and a.size:
