@@ -91,6 +91,20 @@ def test_quadruped_rough_runs_tiny(tmp_path: Path) -> None:
     assert list(tmp_path.glob("ppo/quadruped_velocity_rough/*/rough_stairs.mp4"))
 
 
+def test_humanoid_walk_runs_tiny(tmp_path: Path) -> None:
+    """``benchmarks/humanoid_walk.py`` at 1 iteration: trains the humanoid, evaluates, films, RESULT parses."""
+    cmd = [sys.executable, str(SCRIPT.parent / "humanoid_walk.py"), "--iterations", "1", "--episodes", "2",
+           "--video-steps", "10", "--train-override", "env.num_envs=16", "--train-override",
+           "algo.num_steps_per_env=8", "--train-override", f"runner.log_root={tmp_path}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("RESULT train_minutes="), proc.stdout
+    values = dict(kv.split("=", 1) for kv in last.split()[1:])
+    assert values["passed"] in ("0", "1") and int(values["falls"]) >= 0
+    assert list(tmp_path.glob("ppo/humanoid_velocity_flat/*/walk.mp4"))
+
+
 SAC_SCRIPT = SCRIPT.parent / "sac_vs_sb3.py"
 
 
