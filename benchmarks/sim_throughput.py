@@ -1,6 +1,7 @@
 """MuJoCo stepping throughput: our CPU backend next to gymnasium's vector envs and the hardware limit.
 
-Every row steps the *same* model, the ``ctrl_quad`` quadruped compiled by
+Every row steps the *same* model, the ``ctrl_quad`` quadruped (``--task humanoid_velocity_flat``:
+the ``ctrl_humanoid`` humanoid) compiled by
 ``ctrl_rl.robots.robot.build_model``, with the task's decimation (4 physics steps of 5 ms per
 control step) and the same PD targets: ``default_pose + action_scale * a`` with ``a`` drawn
 once, uniform in [-1, 1], per (control step, env). Work is cut into episodes of ``--episode``
@@ -80,6 +81,8 @@ class Setup:
 
     model: mujoco.MjModel
     decimation: int
+    task: str
+    """The task whose robot (and, in the VecEnv rows, logic) is stepped."""
     s0: np.ndarray
     """FULLPHYSICS state of the standing default pose, ``[nstate]``."""
     actions: np.ndarray
@@ -88,12 +91,12 @@ class Setup:
     """PD targets ``default_pose + action_scale * actions`` (float64), same shape."""
 
 
-def make_setup(max_envs: int, episode: int, seed: int = 0) -> Setup:
+def make_setup(max_envs: int, episode: int, seed: int = 0, task: str = TASK) -> Setup:
     """The task's model and decimation, its standing start state, one seeded action sequence."""
-    from ctrl_rl.robots.locomotion import VelocityTaskConfig
+    from ctrl_rl.robots import TASKS
     from ctrl_rl.robots.robot import build_model, load_robot
 
-    cfg = VelocityTaskConfig()
+    cfg = TASKS[task][0]()
     robot = load_robot(cfg.robot)
     model, _ = build_model(robot)
     data = mujoco.MjData(model)
@@ -106,7 +109,7 @@ def make_setup(max_envs: int, episode: int, seed: int = 0) -> Setup:
     mujoco.mj_getState(model, data, s0, SPEC)
     actions = np.random.default_rng(seed).uniform(-1.0, 1.0, (episode, max_envs, model.nu))
     targets = np.asarray(robot.default_pose) + robot.action_scale * actions
-    return Setup(model, int(cfg.decimation), s0, actions, targets)
+    return Setup(model, int(cfg.decimation), task, s0, actions, targets)
 
 
 class Row:
@@ -261,7 +264,7 @@ class OursVecEnv(Row):
 
         self.name, self.n, self.workers, self.device = f"ours: {sim} VecEnv.step", n, workers, torch.device(device)
         start = time.perf_counter()
-        self.env = make_env(sim, TASK, n, device=device, seed=0)
+        self.env = make_env(sim, s.task, n, device=device, seed=0)
         self.build_s = time.perf_counter() - start
         self.actions = torch.from_numpy(s.actions[:, :n]).float().to(self.device)
 
@@ -501,6 +504,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warp-worlds", default=None,
                         help="comma list (default 4,16,64 on cpu, 4 with --quick; 4096,16384 on cuda)")
     parser.add_argument("--no-terrain", action="store_true", help="skip the rough-terrain rows")
+    parser.add_argument("--task", default=TASK, help="the flat task whose robot every row steps (e.g. "
+                        "humanoid_velocity_flat); the rough-terrain rows run for the quadruped only")
     parser.add_argument("--quick", action="store_true", help="0.2 s per row, short episodes (smoke test)")
     args = parser.parse_args(argv)
     if args.quick:
@@ -509,12 +514,12 @@ def main(argv: list[str] | None = None) -> None:
     cpu_worlds = "4" if args.quick else "4,16,64"
     worlds_arg = args.warp_worlds or ("4096,16384" if args.device.startswith("cuda") else cpu_worlds)
     worlds = [int(w) for w in worlds_arg.split(",")]
-    s = make_setup(max(sizes + worlds), args.episode)
+    s = make_setup(max(sizes + worlds), args.episode, task=args.task)
 
     import torch
 
     print(f"mujoco={mujoco.__version__} gymnasium={gymnasium.__version__} torch={torch.__version__} "
-          f"cores={args.cores} torch_threads={torch.get_num_threads()} decimation={s.decimation} "
+          f"task={args.task} cores={args.cores} torch_threads={torch.get_num_threads()} decimation={s.decimation} "
           f"timestep={s.model.opt.timestep} episode={args.episode} seconds/row={args.seconds} "
           f"repeats={args.repeats} (best of, interleaved)")
     print()
@@ -555,7 +560,7 @@ def main(argv: list[str] | None = None) -> None:
                   "vecenv_sps": f"{by_name['ours: mujoco VecEnv.step']:.0f}",
                   "sync_sps": f"{by_name['gymnasium SyncVectorEnv']:.0f}"}
     result.update(async1)
-    if not args.no_terrain:
+    if not args.no_terrain and args.task == TASK:
         result.update(terrain_section(s, sizes[-1], args.seconds, args.episode, args.repeats,
                                       ray_envs=4 if args.quick else 16))
     warp_section(s, worlds, args.device, args.seconds, args.episode)
