@@ -27,9 +27,10 @@ TASK = "quadruped_velocity_flat"
 EVAL_KWARGS = ["+task.kwargs.fixed_command=[0.5,0.0,0.0]", "+task.kwargs.push_velocity=0.0"]
 
 
-def main(task: str = TASK, budget_minutes: float = 30.0, doc: str = __doc__) -> None:
+def main(task: str = TASK, budget_minutes: float = 30.0, doc: str = __doc__, noise_free: bool = False) -> None:
     """Train ``task`` (or evaluate ``--checkpoint``), evaluate at 0.5 m/s, film; the bar: >= 0.4 m/s,
-    no falls, training within ``budget_minutes``."""
+    no falls, training within ``budget_minutes``. ``noise_free``: evaluate without observation noise,
+    as a deploy node feeds the policy (a policy whose motion the noise drives fails there)."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--iterations", type=int, default=None, help="PPO iterations (default: the task config's)")
     parser.add_argument("--seed", type=int, default=42)
@@ -49,10 +50,11 @@ def main(task: str = TASK, budget_minutes: float = 30.0, doc: str = __doc__) -> 
         train_minutes = (time.perf_counter() - start) / 60
     else:
         run = Path(args.checkpoint)
-    result = evaluate(str(run), EVAL_KWARGS, episodes=args.episodes, seed=2024)
+    eval_kwargs = EVAL_KWARGS + (["+task.kwargs.obs_noise=0.0"] if noise_free else [])
+    result = evaluate(str(run), eval_kwargs, episodes=args.episodes, seed=2024)
     run_dir = run if run.is_dir() else run.parent
     video = run_dir / "walk.mp4"
-    play(str(run), EVAL_KWARGS, episodes=1, video=str(video), steps=args.video_steps)
+    play(str(run), eval_kwargs, episodes=1, video=str(video), steps=args.video_steps)
 
     velocity, falls = result["forward_velocity"], int(result["terminated"])
     passed = velocity >= 0.4 and falls == 0 and not train_minutes > budget_minutes
