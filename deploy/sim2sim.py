@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from . import messages as m
+from .height_map import HeightMapSpec, grid_shape, yaw_points
 from .stats import LoopTimer
 
 log = logging.getLogger("ctrl_rl.deploy.sim2sim")
@@ -155,8 +156,6 @@ class Sim2SimBridge:
         self._pub_cmd = transport.publisher(cfg.cmd_vel_topic, m.Twist) if cfg.cmd_vel is not None else None
         self.scan = self._pub_map = None
         if cfg.height_map is not None:
-            from .height_map import HeightMapSpec, grid_shape
-
             points = np.asarray(cfg.height_map["points"], dtype=np.float64).reshape(-1, 2)
             self.scan = HeightMapSpec(points, float(cfg.height_map.get("offset", 0.0)), grid_shape(points))
             self._pub_map = transport.publisher(cfg.height_map_topic, m.Float64MultiArray)
@@ -291,8 +290,6 @@ class Sim2SimBridge:
     def height_map(self) -> m.Float64MultiArray:
         """The base's clearance over the ground at the scan points (yaw frame), as perception would
         publish it: the terrain's surface, or the flat ground at z = 0."""
-        from .height_map import yaw_points
-
         d = self.data.sensordata
         w, x, y, z = d[self.s_quat]
         bx, by, bz = d[self.s_base]
