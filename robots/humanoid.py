@@ -13,6 +13,13 @@ H1/G1 velocity tasks:
   needed to walk and otherwise flail);
 * ``termination``: a penalty on falling (pelvis/torso contact, tilt, or the pelvis below
   ``min_base_height``), without legged_gym's positive-reward clip, so falls cost.
+
+And the gait clock of unitree_rl_gym's G1/H1 tasks (``gait_period`` > 0, the default): the policy
+observes ``gait_clock`` (sin, cos of a phase that runs from each episode's start; the deploy node runs
+the same clock from its control ticks) and is rewarded for foot contacts that follow it
+(``gait_contact``: the left foot in stance for the first ``stance_fraction`` of each period, the right
+half a period later) and for lifting the swing foot ``swing_height`` (``feet_swing_height``). Without
+it a policy trained on 2 cores shuffles its feet (docs/humanoid.md).
 """
 
 from __future__ import annotations
@@ -21,21 +28,24 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import mujoco
 import torch
 
 from .locomotion import DEFAULT_REWARDS, TRACKING_SIGMA, VelocityTask, VelocityTaskConfig
 from .robot import RobotConfig
+from .terms import ObsTerm
 
 HUMANOID_REWARDS = {
     **{k: 0.0 for k in DEFAULT_REWARDS},
-    "track_lin_vel_xy": 1.0, "track_ang_vel_z": 1.0, "lin_vel_z": -0.2, "ang_vel_xy": -0.05,
-    "orientation": -1.0, "torques": -1e-5, "joint_acc": -2.5e-7, "action_rate": -0.005,
-    "joint_pos_limits": -1.0, "termination": -200.0,
-    "feet_air_time_biped": 0.25, "feet_slide": -0.1,
+    "track_lin_vel_xy": 1.0, "track_ang_vel_z": 0.5, "lin_vel_z": -2.0, "ang_vel_xy": -0.05,
+    "orientation": -1.0, "base_height": -10.0, "torques": -1e-5, "joint_acc": -2.5e-7, "action_rate": -0.01,
+    "joint_pos_limits": -5.0, "termination": -200.0,
+    "gait_contact": 0.18, "feet_swing_height": -20.0, "feet_air_time_biped": 0.0, "feet_slide": -0.1,
     "joint_deviation_arms": -0.1, "joint_deviation_hip": -0.1, "joint_deviation_torso": -0.1,
 }
-"""The Isaac Lab G1/H1 flat-velocity reward set (weights per second); the quadruped's own air-time
-and base-height terms are off."""
+"""Weights per second: unitree_rl_gym's G1 set (gait clock terms, tracking, base height, penalties) with
+Isaac Lab's G1 deviation, feet-slide and torque terms and a termination penalty; the quadruped's
+``feet_air_time`` is off, and so is Isaac Lab's clock-free ``feet_air_time_biped``."""
 
 DEVIATION_JOINTS = {
     "joint_deviation_arms": r".*_(shoulder|elbow)_.*",
@@ -68,6 +78,13 @@ class HumanoidVelocityTaskConfig(VelocityTaskConfig):
     """Terminate when the pelvis comes below this height (m; standing: the robot's init_height)."""
     air_time_threshold: float = 0.4
     """``feet_air_time_biped`` caps each single-stance phase at this many seconds."""
+    gait_period: float = 0.8
+    """Seconds per gait cycle of the clock the policy observes (0: no clock; then turn the
+    ``gait_contact`` and ``feet_swing_height`` rewards off and ``feet_air_time_biped`` on)."""
+    stance_fraction: float = 0.55
+    """Each foot's share of the period in stance (the left foot first, the right half a period later)."""
+    swing_height: float = 0.08
+    """``feet_swing_height`` target: a swing foot's sole this high above its standing height (m)."""
     only_positive_rewards: bool = False
     """Falls must cost (the termination penalty), so the total is not clipped at zero."""
     rewards: dict[str, float] = field(default_factory=lambda: dict(HUMANOID_REWARDS))
@@ -77,6 +94,13 @@ class HumanoidVelocityTaskConfig(VelocityTaskConfig):
         super().__post_init__()
         if self.min_base_height < 0 or self.air_time_threshold <= 0:
             raise ValueError("task.kwargs.min_base_height must be >= 0 and air_time_threshold > 0")
+        if self.gait_period < 0 or not 0.0 < self.stance_fraction < 1.0 or self.swing_height < 0:
+            raise ValueError("task.kwargs.gait_period must be >= 0 (0: no clock), stance_fraction in (0, 1) "
+                             "and swing_height >= 0")
+        clocked = [k for k in ("gait_contact", "feet_swing_height") if self.rewards.get(k, 0.0) != 0.0]
+        if self.gait_period == 0 and clocked:
+            raise ValueError(f"reward term(s) {clocked} follow the gait clock, which task.kwargs.gait_period=0 "
+                             "turns off; set their weights to 0 (task.kwargs.rewards.<term>=0)")
 
 
 def yaw_frame_velocity(quat: torch.Tensor, v_body: torch.Tensor) -> torch.Tensor:
@@ -104,18 +128,38 @@ def single_stance_air_time(contact: torch.Tensor, stance_time: torch.Tensor, swi
     return torch.where(single[:, None], in_mode, 0.0).min(-1).values.clamp(max=threshold)
 
 
+def stance_schedule(phase: torch.Tensor, stance_fraction: float) -> torch.Tensor:
+    """``[N, 2]`` bool: whether the clock wants the (left, right) foot down at gait ``phase`` ``[N, 1]``;
+    the right leg runs half a period behind the left."""
+    legs = torch.cat([phase, (phase + 0.5) % 1.0], -1)
+    return legs < stance_fraction
+
+
 class HumanoidVelocityTask(VelocityTask):
     """:class:`VelocityTask` with the biped rewards and terminations of the module docstring."""
 
     cfg: HumanoidVelocityTaskConfig
-    _BUFFERS = (*VelocityTask._BUFFERS, "stance_time", "swing_time")
+    _BUFFERS = (*VelocityTask._BUFFERS, "stance_time", "swing_time", "gait_steps")
 
-    def __init__(self, cfg: VelocityTaskConfig, robot: RobotConfig, *args: Any, **kwargs: Any) -> None:
-        super().__init__(cfg, robot, *args, **kwargs)
+    def __init__(self, cfg: VelocityTaskConfig, robot: RobotConfig, model: mujoco.MjModel,
+                 *args: Any, **kwargs: Any) -> None:
+        super().__init__(cfg, robot, model, *args, **kwargs)
         n, f = self.num_envs, len(self.feet)
         self.stance_time = torch.zeros(n, f, device=self.device)
         self.swing_time = torch.zeros(n, f, device=self.device)
         self.foot_vel_sensors = [f"{g}_vel" for g in robot.foot_geoms]
+        self.foot_pos_sensors = [f"{g}_pos" for g in robot.foot_geoms]
+        self.gait_steps = torch.zeros(n, dtype=torch.long, device=self.device)
+        """Control steps since each env's episode began: the gait clock."""
+        if cfg.gait_period > 0 and len(self.feet) != 2:
+            raise ValueError(f"the gait clock schedules two feet (left, right); robot {robot.name} has "
+                             f"{len(self.feet)} foot_geoms")
+        # a foot geom's centre height when it stands on flat ground: the box's half height (sphere: radius)
+        sizes = [model.geom_size[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, g)] for g in robot.foot_geoms]
+        self.foot_rest_height = torch.tensor(
+            [float(sz[2] if model.geom_type[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, g)]
+                   == mujoco.mjtGeom.mjGEOM_BOX else sz[0]) for g, sz in zip(robot.foot_geoms, sizes, strict=True)],
+            device=self.device)
         self.deviation = {}
         for term, pattern in DEVIATION_JOINTS.items():
             idx = [i for i, j in enumerate(robot.joint_names) if re.fullmatch(pattern, j)]
@@ -125,6 +169,30 @@ class HumanoidVelocityTask(VelocityTask):
         super().reset_rows(rows, gen)
         self.stance_time.masked_fill_(rows[:, None], 0.0)
         self.swing_time.masked_fill_(rows[:, None], 0.0)
+        self.gait_steps.masked_fill_(rows, 0)
+
+    def extra_policy_terms(self) -> tuple[ObsTerm, ...]:
+        return (ObsTerm("gait_clock", 2),) if self.cfg.gait_period > 0 else ()
+
+    def extra_critic_terms(self) -> tuple[ObsTerm, ...]:
+        return self.extra_policy_terms()
+
+    def gait_phase(self) -> torch.Tensor:
+        """``[N, 1]`` phase in [0, 1) of each env's gait clock (zeros without a clock)."""
+        if self.cfg.gait_period <= 0:
+            return torch.zeros(self.num_envs, 1, device=self.device)
+        return ((self.gait_steps.double() * self.step_dt / self.cfg.gait_period) % 1.0).float()[:, None]
+
+    def signals(self, physics: Any) -> dict[str, torch.Tensor]:
+        s = super().signals(physics)
+        s["gait_phase"] = self.gait_phase()
+        return s
+
+    def deploy_metadata(self) -> dict[str, Any]:
+        meta = super().deploy_metadata()
+        if self.cfg.gait_period > 0:
+            meta["gait_period"] = self.cfg.gait_period
+        return meta
 
     def failed(self, s: dict[str, torch.Tensor], g: torch.Tensor) -> torch.Tensor:
         return super().failed(s, g) | (s["base_height"][:, 0] < self.cfg.min_base_height)
@@ -133,6 +201,8 @@ class HumanoidVelocityTask(VelocityTask):
                      terminated: torch.Tensor) -> dict[str, torch.Tensor]:
         terms = super().reward_terms(s, g, terminated)
         dt, contact = self.step_dt, s["_contact"]
+        self.gait_steps += 1  # the clock of the state just reached (the next observation's)
+        s["gait_phase"] = phase = self.gait_phase()
         self.stance_time = torch.where(contact, self.stance_time + dt, 0.0)
         self.swing_time = torch.where(contact, 0.0, self.swing_time + dt)
         moving = (self.commands[:, :2].norm(dim=-1) > 0.1).float()
@@ -143,6 +213,9 @@ class HumanoidVelocityTask(VelocityTask):
         sd = s["_sensordata"]
         foot_speed = torch.stack([sd[:, self.layout[k]][:, :2].norm(dim=-1) for k in self.foot_vel_sensors], -1)
         terms["feet_slide"] = (foot_speed * contact).sum(-1)
+        terms["gait_contact"] = (stance_schedule(phase, self.cfg.stance_fraction) == contact).float().sum(-1)
+        lift = torch.stack([sd[:, self.layout[k]][:, 2] for k in self.foot_pos_sensors], -1) - self.foot_rest_height
+        terms["feet_swing_height"] = ((lift - self.cfg.swing_height) ** 2 * ~contact).sum(-1)
         dq = (s["joint_pos"] - self.default_pose).abs()
         for term, idx in self.deviation.items():
             terms[term] = dq[:, idx].sum(-1)

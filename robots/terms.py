@@ -46,6 +46,14 @@ def _cross(a: Array, b: Array, xp: Any) -> Array:
     return xp.stack([ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx], -1)
 
 
+def gait_clock(s: Mapping[str, Array]) -> Array:
+    """``(sin 2 pi phi, cos 2 pi phi)`` of the gait phase ``phi`` in [0, 1): a periodic clock the policy
+    steps to (unitree_rl_gym's humanoid observation); continuous where the phase wraps."""
+    phase = s["gait_phase"][..., 0] * (2.0 * np.pi)
+    xp = namespace(phase)
+    return xp.stack([xp.sin(phase), xp.cos(phase)], -1)
+
+
 def projected_gravity(s: Mapping[str, Array]) -> Array:
     """Unit gravity direction in the base frame, from the IMU quaternion ((0, 0, -1) upright)."""
     q = s["imu_quat"]
@@ -62,6 +70,7 @@ TERM_FUNCTIONS: dict[str, Callable[[Mapping[str, Array]], Array]] = {
     "joint_pos_rel": lambda s: s["joint_pos"] - s["default_pose"],
     "joint_vel": lambda s: s["joint_vel"],
     "last_action": lambda s: s["last_action"],
+    "gait_clock": gait_clock,
     # privileged: simulation only (critic inputs)
     "base_lin_vel": lambda s: s["base_lin_vel"],
     "base_height": lambda s: s["base_height"],
@@ -71,10 +80,14 @@ TERM_FUNCTIONS: dict[str, Callable[[Mapping[str, Array]], Array]] = {
 }
 """Term name -> function of the signals dict. ``default_pose`` is a constant signal."""
 
-ROBOT_SIGNALS = ("imu_quat", "imu_gyro", "joint_pos", "joint_vel", "command", "last_action", "default_pose")
-"""Signals a deploy node can provide; a policy's terms must use only these."""
+ROBOT_SIGNALS = ("imu_quat", "imu_gyro", "joint_pos", "joint_vel", "command", "last_action", "default_pose",
+                 "gait_phase")
+"""Signals a deploy node can provide; a policy's terms must use only these. ``gait_phase`` is the
+controller's own clock: control steps since the episode (policy mode) began, over the bundle's
+``gait_period``, modulo 1."""
 
-ROBOT_TERMS = ("base_ang_vel", "projected_gravity", "velocity_commands", "joint_pos_rel", "joint_vel", "last_action")
+ROBOT_TERMS = ("base_ang_vel", "projected_gravity", "velocity_commands", "joint_pos_rel", "joint_vel", "last_action",
+               "gait_clock")
 """Terms computed from :data:`ROBOT_SIGNALS` alone: what a bundle's actor may observe on any robot."""
 
 EXTERNAL_TERMS = {"height_scan": "a height-map source (terrain perception)"}
