@@ -78,10 +78,28 @@ class PPOConfig(MemoryConfig, AcceleratedConfig, GaussianPolicyConfig, ActorCrit
     sampling_error_interval: int = 1
     """Measure the sampling error every this many iterations (the fit costs as much as a few PPO
     epochs); iterations in between log the last measurement."""
+    symmetry: str = "none"
+    """Left/right symmetry from the env's mirror maps (a robot YAML's ``mirror``): ``augment`` trains on
+    each minibatch and its mirror image, ``loss`` adds the mirror loss on the actor mean, ``both``, or
+    ``none`` (rsl_rl's symmetry options; ``ctrl_rl/algos/symmetry.py``)."""
+    symmetry_coef: float = 1.0
+    """Weight of the mirror loss ``mean((mu(mirror s) - mirror mu(s))^2)`` (``symmetry=loss|both``)."""
+
+    symmetric: ClassVar[bool] = True
+    """Takes ``algo.symmetry``: the learners whose policy is not a Gaussian on the env's observations say no."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         p = "algo"
+        _check(self.symmetry in ("none", "augment", "loss", "both"), f"{p}.symmetry",
+               f"must be one of: none, augment, loss, both (got '{self.symmetry}')")
+        _check(self.symmetry_coef >= 0, f"{p}.symmetry_coef", f"must be >= 0, got {self.symmetry_coef}")
+        if self.symmetry != "none":
+            _check(self.symmetric, f"{p}.symmetry", f"{self.name} has no mirrored policy update; use algo=ppo "
+                   "or algo=props with symmetry")
+            _check(self.rnn_type == "none", f"{p}.symmetry",
+                   "mirrors feed-forward minibatches; with a recurrent policy (algo.rnn_type) set it to none, or "
+                   "use an observation history (task.kwargs.history_length=<frames>)")
         _check(self.sampling_error_steps >= 0, f"{p}.sampling_error_steps",
                f"must be >= 0 (0 turns it off), got {self.sampling_error_steps}")
         _positive(self, p, "sampling_error_interval", "num_steps_per_env", "num_learning_epochs", "num_minibatches",
@@ -172,6 +190,7 @@ class FPOConfig(PPOConfig):
     with a flow-matching policy, the likelihood ratio replaced by exp(old CFM loss − new CFM loss)."""
 
     recurrent: ClassVar[bool] = False
+    symmetric: ClassVar[bool] = False
     name: str = "fpo"
     clip_param: float = 0.05
     """Surrogate clip ε (the paper's 0.05; its Gaussian baseline used 0.3)."""
@@ -228,6 +247,7 @@ class ResidualConfig(PPOConfig):
     The residual's mean layer starts at exactly zero, so the first policy *is* the base."""
 
     recurrent: ClassVar[bool] = False
+    symmetric: ClassVar[bool] = False
     name: str = "residual"
     base: str = "zero"
     """The frozen base: ``zero`` (zero action: on a position-controlled robot task that is the PD

@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ctrl_rl.symmetry import EnvMirror
+
 Obs = dict[str, torch.Tensor]
 """Observation groups -> ``[num_envs, dim]`` float32 tensors on the env's device."""
 
@@ -94,6 +96,11 @@ class VecEnv(ABC):
         (``task.kwargs.term_history``). Robot tasks list their terms; the default is one term per
         group, named after the group."""
         return {g: [(g, d)] for g, d in self.obs_dims.items()}
+
+    def mirror(self) -> EnvMirror | None:
+        """Left/right mirror maps of the observation terms and the actions (``algo.symmetry``), or None
+        for an env that declares none. Robot tasks build theirs from the robot YAML's ``mirror``."""
+        return None
 
     @property
     def supports_state(self) -> bool:

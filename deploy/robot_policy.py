@@ -86,6 +86,15 @@ class RobotPolicy:
         self.kd = np.asarray(meta["kd"], dtype=np.float64)
         self.control_dt = float(meta["control_dt"])
         self.last_action = np.zeros(len(self.joint_names))
+        period = meta.get("gait_period")
+        self.gait_period = None if period is None else float(period)
+        """Seconds per cycle of the gait clock (``gait_clock`` term); None: the policy has no clock."""
+        if any(t.name == "gait_clock" for t in self.terms) and not (
+                self.gait_period is not None and np.isfinite(self.gait_period) and self.gait_period > 0):
+            raise ValueError(f"bundle metadata: the policy observes 'gait_clock' but gait_period is {period!r}; "
+                             "it must be > 0 seconds (re-export the bundle with `ctrl-rl export <run>`)")
+        self.ticks = 0
+        """Policy steps since :meth:`reset`: the gait clock, as the training env counts its episode's steps."""
         self._check_metadata(meta)
 
     def _check_metadata(self, meta: dict[str, Any]) -> None:
@@ -119,6 +128,7 @@ class RobotPolicy:
         """Start an episode as training did: the ``last_action`` term at zero, the history stacks
         filled with the next frame, a recurrent policy's state at zero."""
         self.last_action[:] = 0.0
+        self.ticks = 0
         if self.history is not None:
             self.history.stacks = []
         self.policy.reset()
@@ -130,11 +140,20 @@ class RobotPolicy:
                   if k in ROBOT_SIGNALS or k in self.sources}
         values["last_action"] = self.last_action
         values["default_pose"] = self.default_pose
+        values["gait_phase"] = np.array([self.gait_phase()])
         return compute_obs(self.terms, values).astype(np.float32)
 
+    def gait_phase(self) -> float:
+        """The gait clock's phase in [0, 1) at this tick (0 for a policy without one)."""
+        if self.gait_period is None:
+            return 0.0
+        return (self.ticks * self.control_dt / self.gait_period) % 1.0
+
     def observation(self, signals: dict[str, Any]) -> np.ndarray:
-        """``[obs_dim]``: this tick's frame, stacked behind the earlier ones (the history advances)."""
+        """``[obs_dim]``: this tick's frame, stacked behind the earlier ones (the history and the gait
+        clock advance)."""
         frame = self.frame(signals)
+        self.ticks += 1
         if self.history is None:
             return frame
         stacked = self.history.push(frame[None]) if self.history.stacks else self.history.restart(frame[None])

@@ -18,8 +18,10 @@ import mujoco
 import numpy as np
 import torch
 
+from ctrl_rl.symmetry import EnvMirror, SignedPerm, pair_points
+
 from .robot import RobotConfig, SensorLayout, build_model, joint_indices
-from .terms import ObsTerm, compute_obs, projected_gravity
+from .terms import TERM_MIRRORS, ObsTerm, compute_obs, projected_gravity
 
 DEFAULT_REWARDS = {
     "track_lin_vel_xy": 1.0, "track_ang_vel_z": 0.5, "lin_vel_z": -2.0, "ang_vel_xy": -0.05,
@@ -167,6 +169,8 @@ class VelocityTask:
         self.soft_limits = (torch.tensor(mid - 0.9 * half, device=device, dtype=torch.float32),
                             torch.tensor(mid + 0.9 * half, device=device, dtype=torch.float32))
         self.feet = [f"{g}_contact" for g in robot.foot_geoms]
+        self.foot_points = _standing_foot_points(model, robot)
+        """``[feet, 3]`` foot geom centres in the base frame at the default pose (pairs them for mirroring)."""
         self.torque_sensors = [f"{j}_torque" for j in robot.joint_names]
         self.joint_pos_sensors = [f"{j}_pos" for j in robot.joint_names]
         self.joint_vel_sensors = [f"{j}_vel" for j in robot.joint_names]
@@ -421,6 +425,33 @@ class VelocityTask:
                         "ranges": [list(self.cfg.lin_vel_x), list(self.cfg.lin_vel_y), list(self.cfg.ang_vel_yaw)]},
         }
 
+    # -- symmetry -----------------------------------------------------------------------------
+    def mirror_parts(self) -> dict[str, SignedPerm]:
+        """The signed permutations :data:`~ctrl_rl.robots.terms.TERM_MIRRORS` refers to by name: the
+        robot YAML's joint map and the feet paired by position (a variant adds its own, e.g. ``scan``)."""
+        joints = SignedPerm(*self.robot.mirror_map())
+        q0 = self.default_pose.cpu().numpy()
+        if not np.allclose(joints(q0), q0, atol=1e-6):
+            raise ValueError(f"robot {self.robot.name}: its default_pose is not its own mirror image under the "
+                             "YAML's `mirror` map, so joint_pos_rel cannot mirror; fix the pose or the map")
+        return {"joints": joints, "feet": SignedPerm(pair_points(self.foot_points, tol=1e-4),
+                                                     np.ones(len(self.feet)))}
+
+    def mirror(self) -> EnvMirror:
+        """Every observation term's mirror map (its history frames included) and the actions' (the
+        joints' map: actions are joint offsets from the symmetric default pose)."""
+        parts = self.mirror_parts()
+        terms: dict[str, list[SignedPerm]] = {}
+        for group, group_terms in self.obs_terms.items():
+            terms[group] = []
+            for t in group_terms:
+                spec = TERM_MIRRORS[t.name]
+                m = parts[spec] if isinstance(spec, str) else SignedPerm.signs(spec)
+                if m.dim != t.dim:
+                    raise ValueError(f"mirror of term {t.name!r} has {m.dim} elements, the term {t.dim}")
+                terms[group].append(m.tile(t.history))
+        return EnvMirror(terms, parts["joints"])
+
     # -- state ------------------------------------------------------------------------------
     _BUFFERS = ("commands", "last_action", "last_joint_vel", "air_time", "last_contact", "delay", "action_history")
 
@@ -436,3 +467,16 @@ class VelocityTask:
             setattr(self, k, state[k].to(self.device).clone())
         for k, v in state["model"].items():
             physics.set_model_field(k, v)
+
+
+def _standing_foot_points(model: mujoco.MjModel, robot: RobotConfig) -> np.ndarray:
+    """Foot geom centres ``[feet, 3]`` relative to the base, with the base at the origin and the joints
+    at the default pose."""
+    data = mujoco.MjData(model)
+    qadr, _ = joint_indices(model, robot)
+    data.qpos[:] = model.qpos0
+    data.qpos[:7] = [0, 0, 0, 1, 0, 0, 0]
+    data.qpos[qadr] = robot.default_pose
+    mujoco.mj_kinematics(model, data)
+    ids = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, g) for g in robot.foot_geoms]
+    return data.geom_xpos[ids].copy()

@@ -22,7 +22,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 import mujoco
+import numpy as np
 import torch
+
+from ctrl_rl.symmetry import SignedPerm, pair_points
 
 from .curriculum import TerrainCurriculum
 from .height_scan import HeightScanConfig, HeightScanner
@@ -116,6 +119,10 @@ class RoughVelocityTask(VelocityTask):
 
     def extra_critic_terms(self) -> tuple[ObsTerm, ...]:
         return (self._scan_term(0.0),)
+
+    def mirror_parts(self) -> dict[str, SignedPerm]:
+        grid = self.cfg.height_scan.grid()
+        return {**super().mirror_parts(), "scan": SignedPerm(pair_points(grid), np.ones(len(grid)))}
 
     def _scanner(self, physics: Any) -> HeightScanner:
         if self.scanner is None:

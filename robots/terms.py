@@ -80,6 +80,21 @@ TERM_FUNCTIONS: dict[str, Callable[[Mapping[str, Array]], Array]] = {
 }
 """Term name -> function of the signals dict. ``default_pose`` is a constant signal."""
 
+TERM_MIRRORS: dict[str, tuple[float, ...] | str] = {
+    "base_ang_vel": (-1.0, 1.0, -1.0),       # a pseudovector: roll and yaw rates flip
+    "projected_gravity": (1.0, -1.0, 1.0),
+    "velocity_commands": (1.0, -1.0, -1.0),  # vx, vy, yaw rate
+    "joint_pos_rel": "joints", "joint_vel": "joints", "last_action": "joints",
+    "gait_clock": (-1.0, -1.0),              # half a period on: the other leg's phase
+    "base_lin_vel": (1.0, -1.0, 1.0),
+    "base_height": (1.0,),
+    "foot_contact": "feet",
+    "height_scan": "scan",
+}
+"""How each term mirrors left/right (reflection in the base's x-z plane): per-element signs, or the
+name of a signed permutation the robot supplies (``joints``: its YAML ``mirror`` map; ``feet``: its
+foot geoms paired by position; ``scan``: the scan points paired by position). ``ctrl_rl.symmetry``."""
+
 ROBOT_SIGNALS = ("imu_quat", "imu_gyro", "joint_pos", "joint_vel", "command", "last_action", "default_pose",
                  "gait_phase")
 """Signals a deploy node can provide; a policy's terms must use only these. ``gait_phase`` is the

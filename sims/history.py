@@ -21,6 +21,7 @@ import torch
 from ctrl_rl.robots.terms import TermHistory
 
 from ctrl_rl.env import Obs, StepResult, VecEnv
+from ctrl_rl.symmetry import EnvMirror
 
 
 def history_lengths(env: VecEnv, history_length: int | Mapping[str, int] = 1,
@@ -69,6 +70,7 @@ class HistoryEnv(VecEnv):
         self.max_episode_length, self.step_dt = env.max_episode_length, env.step_dt
         self.action_bounds = env.action_bounds
         self.obs_dims = {g: (self.histories[g].out_dim if g in self.histories else d) for g, d in env.obs_dims.items()}
+        self.lengths = {g: list(frames) for g, frames in lengths.items()}
 
     def reset(self, seed: int | None = None) -> Obs:
         obs = self.env.reset(seed)
@@ -87,6 +89,10 @@ class HistoryEnv(VecEnv):
 
     def obs_terms(self) -> dict[str, list[tuple[str, int]]]:
         return self.env.obs_terms()
+
+    def mirror(self) -> EnvMirror | None:
+        inner = self.env.mirror()
+        return None if inner is None else inner.with_history(self.lengths)
 
     # -- state: the inner env's and the stacks ----------------------------------------------
     def get_state(self) -> dict[str, Any]:

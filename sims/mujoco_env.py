@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from ctrl_rl.env import Obs, StepResult, VecEnv
+from ctrl_rl.symmetry import EnvMirror
 
 
 class Physics(ABC):
@@ -164,6 +165,9 @@ class MjVecEnv(VecEnv):
 
     def obs_terms(self) -> dict[str, list[tuple[str, int]]]:
         return {g: [(t.name, t.dim) for t in terms] for g, terms in self.task.obs_terms.items()}
+
+    def mirror(self) -> EnvMirror:
+        return self.task.mirror()
 
     def deploy_metadata(self) -> dict[str, Any]:
         meta = self.task.deploy_metadata()

@@ -10,8 +10,10 @@ from ctrl_rl.robots.humanoid import (
     HUMANOID_REWARDS,
     HumanoidVelocityTaskConfig,
     single_stance_air_time,
+    stance_schedule,
     yaw_frame_velocity,
 )
+from ctrl_rl.robots.terms import gait_clock
 from ctrl_rl.sims import make_env
 
 
@@ -53,6 +55,73 @@ def test_reward_defaults_and_validation() -> None:
         HumanoidVelocityTaskConfig.from_kwargs(rewards={"feet_slid": -0.5})
     with pytest.raises(ValueError, match="min_base_height must be >= 0"):
         HumanoidVelocityTaskConfig(min_base_height=-1.0)
+    with pytest.raises(ValueError, match=r"\['gait_contact', 'feet_swing_height'\] follow the gait clock"):
+        HumanoidVelocityTaskConfig.from_kwargs(gait_period=0.0)
+    clockless = HumanoidVelocityTaskConfig.from_kwargs(
+        gait_period=0.0, rewards={"gait_contact": 0.0, "feet_swing_height": 0.0, "feet_air_time_biped": 0.25})
+    assert clockless.gait_period == 0.0
+    with pytest.raises(ValueError, match="stance_fraction in"):
+        HumanoidVelocityTaskConfig(stance_fraction=1.0)
+
+
+def test_gait_clock_and_stance_schedule_by_hand() -> None:
+    phase = torch.tensor([[0.0], [0.25], [0.5], [0.6], [0.9]])
+    # sin/cos of 2 pi phase: continuous where the phase wraps from 1 to 0
+    torch.testing.assert_close(gait_clock({"gait_phase": phase}),
+                               torch.tensor([[0.0, 1.0], [1.0, 0.0], [0.0, -1.0],
+                                             [math.sin(1.2 * math.pi), math.cos(1.2 * math.pi)],
+                                             [math.sin(1.8 * math.pi), math.cos(1.8 * math.pi)]]), atol=1e-6, rtol=0)
+    # left foot down for the first 55% of the period; the right half a period later (its phase + 0.5)
+    # (double support around phase 0 and 0.5, where both legs' phases are below 0.55)
+    assert stance_schedule(phase, 0.55).tolist() == [[True, True], [True, False], [True, True],
+                                                      [False, True], [False, True]]
+
+
+def test_the_clock_runs_per_episode_and_rewards_follow_it() -> None:
+    """The clock starts at each env's reset, is observed as sin/cos, reaches the bundle metadata, and
+    ``gait_contact`` counts the feet whose contact the schedule wants."""
+    env = make_env("mujoco", "humanoid_velocity_flat", 2, seed=0, push_velocity=0.0, init_base_vel=0.0,
+                   init_joint_noise=0.0, obs_noise=0.0, fixed_command=[0.0, 0.0, 0.0])
+    obs = env.reset(seed=0)
+    torch.testing.assert_close(obs["policy"][:, -2:], torch.tensor([[0.0, 1.0]] * 2))
+    assert env.deploy_metadata()["gait_period"] == 0.8
+    obs, _, _, _, info = env.step(torch.zeros(2, env.action_dim))
+    phase = 0.02 / 0.8
+    expected = torch.tensor([math.sin(2 * math.pi * phase), math.cos(2 * math.pi * phase)])
+    torch.testing.assert_close(obs["policy"][0, -2:], expected, atol=1e-6, rtol=0)
+    torch.testing.assert_close(obs["critic"][0, -2:], expected, atol=1e-6, rtol=0)
+    # standing on both feet at phase 0.025, in the schedule's double support: both feet count
+    torch.testing.assert_close(info["log"]["Reward/gait_contact"], torch.tensor(2 * 0.18 * 0.02), rtol=1e-5, atol=0)
+    for _ in range(14):  # phase 0.375: the schedule lifts the right foot; standing still gets 1 of 2
+        _, _, _, _, info = env.step(torch.zeros(2, env.action_dim))
+    torch.testing.assert_close(info["log"]["Reward/gait_contact"], torch.tensor(0.18 * 0.02), rtol=1e-5, atol=0)
+    # both feet down: no swing foot, no swing-height penalty
+    assert float(info["log"]["Reward/feet_swing_height"]) == 0.0
+    assert env.task.gait_steps.tolist() == [15, 15]
+    env.task.reset_rows(torch.tensor([True, False]), torch.Generator().manual_seed(0))
+    assert env.task.gait_steps.tolist() == [0, 15]
+    env.close()
+
+
+def test_swing_height_penalty_by_hand() -> None:
+    """A foot held 0.03 m above its standing height, off the ground: 20 * (0.08 - 0.03)^2 per second."""
+    env = make_env("mujoco", "humanoid_velocity_flat", 1, seed=0, push_velocity=0.0, init_base_vel=0.0,
+                   init_joint_noise=0.0, obs_noise=0.0, fixed_command=[0.0, 0.0, 0.0])
+    env.reset(seed=0)
+    for _ in range(25):  # settle onto the floor (the reset pose sits a few mm in it)
+        env.step(torch.zeros(1, env.action_dim))
+    phys = env.physics
+    qpos = phys.qpos.float().clone()
+    qpos[:, 2] += 0.03  # the whole robot lifted: both feet 0.03 m up, neither in contact
+    phys.write_rows(torch.tensor([True]), qpos, torch.zeros_like(phys.qvel.float()))
+    task = env.task
+    task.joint_targets(torch.zeros(1, env.action_dim), torch.Generator())  # the step's action
+    s = task.signals(phys)
+    terms = task.reward_terms(s, torch.tensor([[0.0, 0.0, -1.0]]), torch.tensor([False]))
+    assert not s["_contact"].any()
+    torch.testing.assert_close(terms["feet_swing_height"], torch.tensor([2 * (0.08 - 0.03) ** 2]),
+                               atol=3e-4, rtol=0)  # +-1.5 mm: the soles' contact penetration
+    env.close()
 
 
 def test_deviation_groups_cover_the_right_joints() -> None:

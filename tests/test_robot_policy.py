@@ -19,25 +19,41 @@ TASK = "quadruped_velocity_flat"
 EXACT = {"obs_noise": 0.0, "max_action_delay": 0, "push_velocity": 0.0}  # what a robot never gets in training
 
 
-@pytest.fixture(scope="module")
-def bundle(tmp_path_factory):
-    root = tmp_path_factory.mktemp("runs")
-    run = train([f"task={TASK}", "env.num_envs=8", "algo.num_steps_per_env=8", "runner.max_iterations=1",
+def tiny_bundle(root, task: str):
+    run = train([f"task={task}", "env.num_envs=8", "algo.num_steps_per_env=8", "runner.max_iterations=1",
                  "algo.actor_hidden=[32]", "algo.critic_hidden=[32]", "runner.progress=false",
                  f"runner.log_root={root}"])
     return export(str(run), [])
 
 
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    return tiny_bundle(tmp_path_factory.mktemp("runs"), TASK)
+
+
 def test_robot_policy_reproduces_env_observations_and_targets(bundle):
     """Signals reported in a shuffled joint order, mapped by name: same obs and joint targets
     as the env computes, step after step (so last_action bookkeeping matches too)."""
-    rp = RobotPolicy(bundle)
-    env = make_env("mujoco", TASK, 1, seed=3, **EXACT)
+    reproduce(RobotPolicy(bundle), TASK, steps=60)
+
+
+def test_a_humanoid_bundle_runs_the_gait_clock_as_training_did(tmp_path):
+    """The humanoid observes a gait clock that restarts with each episode: the bundle carries its period
+    and RobotPolicy counts its own ticks, equal to the env's through falls and resets."""
+    rp = RobotPolicy(tiny_bundle(tmp_path, "humanoid_velocity_flat"))
+    assert rp.gait_period == 0.8 and any(t.name == "gait_clock" for t in rp.terms)
+    assert reproduce(rp, "humanoid_velocity_flat", steps=150) >= 1  # at least one episode restarted the clock
+
+
+def reproduce(rp: RobotPolicy, task: str, steps: int) -> int:
+    """Drive ``rp`` and the env side by side from the env's signals; returns the episodes ended."""
+    env = make_env("mujoco", task, 1, seed=3, **EXACT)
     robot_order = list(reversed(rp.joint_names))  # the robot's driver lists joints its own way
     to_policy = joint_index_map(rp.joint_names, robot_order)
     from_policy = np.argsort(to_policy)
     obs = env.reset(seed=3)
-    for _ in range(60):
+    ended = 0
+    for _ in range(steps):
         s = {k: v[0].double().numpy() for k, v in env.task.signals(env.physics).items() if k in ROBOT_SIGNALS}
         robot = {**s, "joint_pos": s["joint_pos"][from_policy], "joint_vel": s["joint_vel"][from_policy]}
         mapped = {**robot, "joint_pos": robot["joint_pos"][to_policy], "joint_vel": robot["joint_vel"][to_policy]}
@@ -49,6 +65,9 @@ def test_robot_policy_reproduces_env_observations_and_targets(bundle):
         obs, _, terminated, truncated, _ = env.step(actions)
         if bool(terminated | truncated):
             rp.reset()
+            ended += 1
+    env.close()
+    return ended
 
 
 def test_joint_map_errors_name_the_joints():

@@ -7,12 +7,14 @@ registers it (``ctrl_rl.registry.register_learner``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 
 from ctrl_rl.env import Obs
+from ctrl_rl.symmetry import EnvMirror
 
 
 class Learner:
@@ -40,6 +42,10 @@ class Learner:
 
     def set_run_length(self, updates: int) -> None:
         """The run's length in updates, for schedules over the whole run (called before the first)."""
+
+    def set_mirror(self, mirror: Callable[[], EnvMirror | None]) -> None:
+        """The env's mirror maps, built on demand (``VecEnv.mirror``; called before the first update):
+        a learner trained with ``algo.symmetry`` builds them, the others never do."""
 
     # ------------------------------------------------------------------ inference / io
     def inference_policy(self) -> nn.Module:

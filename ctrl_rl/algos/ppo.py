@@ -29,6 +29,7 @@ from ctrl_rl.algos.heads import GaussianHead, PolicyHead
 from ctrl_rl.algos.losses import compute_gae, explained_variance, value_loss
 from ctrl_rl.algos.rollouts import OneRollout
 from ctrl_rl.algos.schedule import LearningRate
+from ctrl_rl.algos.symmetry import Symmetry, mirror_loss, mirror_minibatch
 from ctrl_rl.config_onpolicy import PPOConfig
 from ctrl_rl.env import Obs
 from ctrl_rl.nets.actor_critic import ActorCritic
@@ -37,6 +38,7 @@ from ctrl_rl.nets.normalizer import EmpiricalNormalizer, observe
 from ctrl_rl.registry import register_learner
 from ctrl_rl.runners.on_policy import OnPolicyRunner
 from ctrl_rl.storage.rollout import Minibatch, RolloutStorage, env_minibatches, minibatches
+from ctrl_rl.symmetry import EnvMirror
 from ctrl_rl.utils.guards import check_finite
 
 log = logging.getLogger(__name__)
@@ -87,6 +89,8 @@ class PPO(Learner):
         self.num_updates = 0  # completed updates (checkpointed: schedules keyed on it resume exactly)
         self.total_updates: int | None = None  # the run's length (``schedule=linear``)
         self.last_sampling_error: float | None = None
+        self.symmetry: Symmetry | None = None
+        """The mirror maps of ``algo.symmetry`` (set by :meth:`set_mirror`), None without it."""
         self._loss = torch.compile(self.minibatch_loss) if cfg.compile else self.minibatch_loss
         self._step = CapturedStep(self._update_minibatch, self.device) if cfg.cudagraphs else self._update_minibatch
 
@@ -112,6 +116,18 @@ class PPO(Learner):
 
     def set_run_length(self, updates: int) -> None:
         self.total_updates = updates
+
+    def set_mirror(self, mirror: Callable[[], EnvMirror | None]) -> None:
+        if self.cfg.symmetry == "none":
+            return
+        if not self.head.gaussian:
+            raise ValueError(f"algo.symmetry: {self.cfg.name}'s policy is not a Gaussian on the env's observations; "
+                             "set algo.symmetry=none")
+        maps = mirror()
+        if maps is None:
+            raise ValueError("algo.symmetry: this env declares no mirror maps (VecEnv.mirror); robot tasks take "
+                             "them from the robot YAML's `mirror` list. Add one, or set algo.symmetry=none")
+        self.symmetry = Symmetry.build(maps, self.model.actor_obs, self.model.critic_obs, self.cfg.symmetry)
 
     # ------------------------------------------------------------------ rollout
     @torch.no_grad()
@@ -244,14 +260,25 @@ class PPO(Learner):
     def minibatch_loss(self, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The PPO loss on ``mb`` and its detached statistics: a pure function of the networks'
         state (what ``compile`` compiles). During the first ``critic_warmup`` updates the critic's alone."""
-        cfg = self.cfg
+        cfg, sym = self.cfg, self.symmetry
         mb = self._through_memory(mb)
+        original_obs = mb.actor_obs
+        if sym is not None and sym.augment:
+            mb = mirror_minibatch(mb, sym)
         v_loss = self.critic_loss(mb)
         if self.num_updates < cfg.critic_warmup:
             zero = v_loss.new_zeros(())
             return cfg.value_loss_coef * v_loss, {"value": v_loss.detach(), "surrogate": zero, "entropy": zero}
         surrogate, entropy, stats = self.head.loss(self.model.actor, mb, cfg)
         loss = surrogate + cfg.value_loss_coef * v_loss - cfg.entropy_coef * entropy
+        if sym is not None:  # measured with augmentation alone too: how symmetric the policy is
+            with torch.set_grad_enabled(sym.loss and torch.is_grad_enabled()):
+                actor = self.model.actor
+                sym_loss = mirror_loss(actor.distribution(original_obs)[0],
+                                       actor.distribution(sym.actor(original_obs))[0], sym.actions)
+            if sym.loss:
+                loss = loss + cfg.symmetry_coef * sym_loss
+            stats["symmetry"] = sym_loss.detach()
         return loss, {"value": v_loss.detach(), "surrogate": surrogate.detach(), "entropy": entropy.detach(), **stats}
 
     def critic_loss(self, mb: Minibatch) -> torch.Tensor:

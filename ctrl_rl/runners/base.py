@@ -62,6 +62,7 @@ class Runner:
         self.env_seed = distributed.rank_seed(cfg.seed)
         self.alg = make_algorithm(cfg.algo, env.obs_dims, env.action_dim, env.num_envs, env.device,
                                   seed=self.env_seed, action_bounds=env.action_bounds)
+        self.alg.set_mirror(env.mirror)
         distributed.broadcast_module_(self.alg.model)  # identical replicas from the first step
         self.iteration = 0
         self.history: list[dict[str, float]] = []
