@@ -62,6 +62,10 @@ class LearnerConfig:
     def check_env(self, num_envs: int) -> None:
         """Checks that need the env size (called by ``TrainConfig``); none by default."""
 
+    def check_complete(self) -> None:
+        """Keys the schema's defaults leave empty that a run needs (checked once the whole config is
+        composed, not when the schema is built); none by default."""
+
 
 @dataclass
 class PolicyNetConfig(LearnerConfig):
@@ -221,6 +225,7 @@ class TrainConfig:
 
     def check_complete(self) -> None:
         """Keys the defaults leave empty but this run needs (checked once the whole config is composed)."""
+        self.algo.check_complete()
         if self.algo.requires_dataset:
             _check(bool(self.dataset), "dataset",
                    f"algo={self.algo.name} trains from a dataset: pass "

@@ -287,3 +287,58 @@ class ResidualConfig(PPOConfig):
                 _check(len(self.base_bias) == len(self.base_gain), f"{p}.base_bias",
                        f"needs one entry per gain row ({len(self.base_gain)}), got {len(self.base_bias)}")
 
+
+
+@dataclass
+class DistillationConfig(MemoryConfig, GaussianPolicyConfig):
+    """Teacher-student distillation (rsl_rl's ``Distillation``; DAgger, Ross et al. 2011): a student on
+    the deployable groups learns the frozen teacher's actions on the states it visits itself."""
+
+    recurrent: ClassVar[bool] = True
+    name: str = "distillation"
+    teacher: str = ""
+    """The frozen teacher: a run directory or ``model_<it>.pt`` of a Gaussian PPO-family policy trained on
+    this task (any observation groups, e.g. ``algo.actor_obs=[critic]``: privileged). Required."""
+    actor_hidden: List[int] = field(default_factory=lambda: [256, 128, 64])
+    """The student's MLP (after its memory, with ``algo.rnn_type``)."""
+    loss: str = "mse"
+    """``mse``: the mean squared error of the student's mean to the teacher's (rsl_rl's default);
+    ``kl``: KL(teacher || student) of the two Gaussians, which fits the student's std too."""
+    teacher_mix: float = 1.0
+    """DAgger's beta at the first iteration: the probability that an env executes the teacher's action
+    instead of the student's at a step, falling linearly to 0 over ``teacher_mix_iterations``."""
+    teacher_mix_iterations: int = 20
+    """Iterations over which the teacher's share of the executed actions falls to 0 (0: the student
+    always acts)."""
+    num_steps_per_env: int = 24
+    """Rollout length per env per iteration."""
+    num_learning_epochs: int = 5
+    """Passes over the rollout per iteration, each with a fresh minibatch permutation."""
+    num_minibatches: int = 4
+    """Minibatches per epoch (a recurrent student's are sets of whole envs)."""
+    learning_rate: float = 1e-3
+    """Adam step size."""
+    max_grad_norm: float = 1.0
+    """Global gradient-norm clip."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        p = "algo"
+        _check(self.loss in ("mse", "kl"), f"{p}.loss", f"must be mse or kl (got '{self.loss}')")
+        _check(0.0 <= self.teacher_mix <= 1.0, f"{p}.teacher_mix", f"must be in [0, 1], got {self.teacher_mix}")
+        _check(self.teacher_mix_iterations >= 0, f"{p}.teacher_mix_iterations",
+               f"must be >= 0 (0: the student always acts), got {self.teacher_mix_iterations}")
+        _positive(self, p, "num_steps_per_env", "num_learning_epochs", "num_minibatches", "learning_rate",
+                  "max_grad_norm")
+
+    def check_complete(self) -> None:
+        _check(bool(self.teacher), "algo.teacher", "is required: the run directory or model_<it>.pt of the teacher "
+               "(e.g. algo.teacher=logs/ppo/<task>/<run>)")
+
+    def check_env(self, num_envs: int) -> None:
+        _check(num_envs * self.num_steps_per_env >= 2 * self.num_minibatches, "algo.num_minibatches",
+               "cannot be filled by env.num_envs x algo.num_steps_per_env samples; lower it")
+        if self.rnn_type != "none":
+            _check(num_envs >= self.num_minibatches, "algo.num_minibatches",
+                   f"a recurrent student's minibatches are whole envs: {num_envs} env(s) cannot fill "
+                   f"{self.num_minibatches}; lower algo.num_minibatches")

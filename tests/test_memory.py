@@ -10,7 +10,7 @@ from ctrl_rl.sims import make_env
 
 from ctrl_rl.algos.ppo import PPO
 from ctrl_rl.config_onpolicy import PPOConfig
-from ctrl_rl.nets.memory import Memory, split_trajectories, trajectories, unpad
+from ctrl_rl.nets.memory import Memory, split_trajectories, through_memory, trajectories, unpad
 from ctrl_rl.storage.rollout import env_minibatches
 
 
@@ -72,7 +72,7 @@ def test_sequence_minibatches_reproduce_collection_exactly(rnn):
         batch = alg.source.training_batch(alg.model)
         with torch.no_grad():
             for mb in env_minibatches(batch, 16, s.dones, alg.memory.start, 2, torch.Generator().manual_seed(0)):
-                through = alg._through_memory(mb)
+                through = through_memory(alg.model, mb)
                 mean, _ = alg.model.actor.distribution(through.actor_obs)
                 torch.testing.assert_close(mean, mb.old_mean, rtol=0, atol=1e-6)
                 torch.testing.assert_close(alg.model.critic(through.critic_obs), mb.old_values, rtol=0, atol=1e-6)

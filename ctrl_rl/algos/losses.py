@@ -134,3 +134,30 @@ def fpo_log_ratio(cfm_old: torch.Tensor, cfm_new: torch.Tensor, mode: str = "mea
     if mode == "per_sample":
         return (cfm_old - cfm_new).clamp(-clip, clip)
     raise ValueError(f"unknown FPO ratio mode '{mode}'; choose one of: mean, per_sample")
+
+
+def distillation_loss(student_mean: torch.Tensor, teacher_mean: torch.Tensor, kind: str = "mse",
+                      student_std: torch.Tensor | None = None, teacher_std: torch.Tensor | None = None) -> torch.Tensor:
+    """The student's action error to the teacher's, on states the student visited (DAgger).
+
+    ``mse``: ``mean((mu_s - mu_t)^2)`` over samples and action dims (rsl_rl's behaviour loss);
+    ``kl``: ``mean_b KL(pi_t || pi_s)`` of the two diagonal Gaussians (summed over action dims), which
+    also fits the student's std to the teacher's.
+    """
+    if kind == "mse":
+        return ((student_mean - teacher_mean) ** 2).mean()
+    if kind == "kl":
+        if student_std is None or teacher_std is None:
+            raise ValueError("the KL distillation loss needs both standard deviations")
+        var_s, var_t = student_std**2, teacher_std**2
+        kl = torch.log(student_std / teacher_std) + (var_t + (teacher_mean - student_mean) ** 2) / (2 * var_s) - 0.5
+        return kl.sum(-1).mean()
+    raise ValueError(f"unknown distillation loss {kind!r}; choose mse or kl")
+
+
+def teacher_mix(iteration: int, start: float, iterations: int) -> float:
+    """DAgger's beta: the probability that the teacher's action is executed instead of the student's,
+    ``start`` at iteration 0 falling linearly to 0 at ``iterations`` (0: never mixed)."""
+    if iterations <= 0:
+        return 0.0
+    return start * max(0.0, 1.0 - iteration / iterations)

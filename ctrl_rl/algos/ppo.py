@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from typing import Any
 
 import torch
@@ -33,7 +32,7 @@ from ctrl_rl.algos.symmetry import Symmetry, mirror_loss, mirror_minibatch
 from ctrl_rl.config_onpolicy import PPOConfig
 from ctrl_rl.env import Obs
 from ctrl_rl.nets.actor_critic import ActorCritic
-from ctrl_rl.nets.memory import MemoryStates, RecurrentPolicy
+from ctrl_rl.nets.memory import MemoryStates, RecurrentPolicy, through_memory
 from ctrl_rl.nets.normalizer import EmpiricalNormalizer, observe
 from ctrl_rl.registry import register_learner
 from ctrl_rl.runners.on_policy import OnPolicyRunner
@@ -241,27 +240,11 @@ class PPO(Learner):
         s = self.storage
         return env_minibatches(batch, s.num_steps, s.dones, self.memory.start, num_minibatches, self.generator)
 
-    def _through_memory(self, mb: Minibatch) -> Minibatch:
-        """A recurrent model's minibatch with its raw observations replaced by the memories' features,
-        each trajectory run from its start state (truncated BPTT over the rollout)."""
-        seq, m = mb.sequences, self.model
-        if seq is None:
-            return mb
-        T = seq.num_steps
-        B = mb.actor_obs.shape[0] // T
-
-        def features(memory: nn.Module, x: torch.Tensor, key: str) -> torch.Tensor:
-            out = memory.over_trajectories(x.reshape(T, B, -1), seq.start_states[key], seq.trajectories)
-            return out.reshape(T * B, -1)
-
-        critic_in = mb.critic_obs if m.critic_memory is None else features(m.critic_memory, mb.critic_obs, "critic")
-        return replace(mb, actor_obs=features(m.actor_memory, mb.actor_obs, "actor"), critic_obs=critic_in)
-
     def minibatch_loss(self, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The PPO loss on ``mb`` and its detached statistics: a pure function of the networks'
         state (what ``compile`` compiles). During the first ``critic_warmup`` updates the critic's alone."""
         cfg, sym = self.cfg, self.symmetry
-        mb = self._through_memory(mb)
+        mb = through_memory(self.model, mb)
         original_obs = mb.actor_obs
         if sym is not None and sym.augment:
             mb = mirror_minibatch(mb, sym)

@@ -13,7 +13,8 @@ its outputs back in ``[T, envs]`` order, where the losses read them beside the s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 from torch import nn
@@ -206,3 +207,21 @@ class StatefulPolicy:
             self.state = None
         else:
             self.state = torch.where(dones[:, None, None], 0.0, self.state)
+
+
+def through_memory(model: nn.Module, mb: Any) -> Any:
+    """A recurrent model's minibatch (``ctrl_rl.storage.rollout.Minibatch`` of whole envs) with its raw
+    observations replaced by the memories' features, each trajectory run from its start state
+    (truncated BPTT over the rollout); a feed-forward minibatch unchanged."""
+    seq = mb.sequences
+    if seq is None:
+        return mb
+    T = seq.num_steps
+    B = mb.actor_obs.shape[0] // T
+
+    def features(memory: Memory, x: torch.Tensor, key: str) -> torch.Tensor:
+        return memory.over_trajectories(x.reshape(T, B, -1), seq.start_states[key], seq.trajectories).reshape(T * B, -1)
+
+    critic = getattr(model, "critic_memory", None)
+    critic_in = mb.critic_obs if critic is None else features(critic, mb.critic_obs, "critic")
+    return replace(mb, actor_obs=features(model.actor_memory, mb.actor_obs, "actor"), critic_obs=critic_in)
