@@ -342,3 +342,33 @@ class DistillationConfig(MemoryConfig, GaussianPolicyConfig):
             _check(num_envs >= self.num_minibatches, "algo.num_minibatches",
                    f"a recurrent student's minibatches are whole envs: {num_envs} env(s) cannot fill "
                    f"{self.num_minibatches}; lower algo.num_minibatches")
+
+
+@dataclass
+class CTSConfig(PPOConfig):
+    """Concurrent Teacher-Student (Wang et al. 2024): one PPO run in which a share of the envs is driven
+    through a teacher encoder of privileged observations and the rest through a student encoder of what
+    the robot measures; actor MLP and critic are shared, and the student's latent is regressed onto the
+    teacher's. The student alone is exported."""
+
+    recurrent: ClassVar[bool] = False
+    symmetric: ClassVar[bool] = False
+    name: str = "cts"
+    teacher_obs: List[str] = field(default_factory=lambda: ["critic"])
+    """Groups the teacher encoder reads (privileged: the ``critic`` group of robot tasks)."""
+    teacher_fraction: float = 0.5
+    """Share of the envs (the first ones) the teacher drives; the others are the student's."""
+    latent_dim: int = 32
+    """Width of both encoders' latent, which the shared actor MLP reads beside the ``actor_obs`` groups."""
+    encoder_hidden: List[int] = field(default_factory=lambda: [256, 128])
+    """Hidden layers of each encoder."""
+    latent_coef: float = 1.0
+    """Weight of the latent regression ``mean((z_student - sg(z_teacher))^2)`` in the actor's loss."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check(0.0 < self.teacher_fraction < 1.0, "algo.teacher_fraction",
+               f"must be in (0, 1): both teacher and student need envs, got {self.teacher_fraction}")
+        _check(len(self.teacher_obs) > 0, "algo.teacher_obs", "needs at least one group, e.g. [critic]")
+        _positive(self, "algo", "latent_dim")
+        _check(self.latent_coef >= 0, "algo.latent_coef", f"must be >= 0, got {self.latent_coef}")

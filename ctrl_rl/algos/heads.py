@@ -40,6 +40,11 @@ class PolicyHead:
         """``(surrogate, entropy, stats)`` of the actor on ``mb``."""
         raise NotImplementedError
 
+    def aux_loss(self, actor: nn.Module, mb: Minibatch, cfg: Any) -> tuple[torch.Tensor | None,
+                                                                          dict[str, torch.Tensor]]:
+        """An actor loss beside the surrogate (CTS's latent regression) and its stats; none here."""
+        return None, {}
+
     # ------------------------------------------------------------------ episode state
     def episodes_ended(self, model: nn.Module, dones: torch.Tensor) -> None:
         """Envs ``dones`` start new episodes (a stateful policy resets their state)."""

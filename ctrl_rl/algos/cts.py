@@ -1,0 +1,44 @@
+"""Concurrent Teacher-Student (``algo=cts``; Wang et al. 2024): PPO on envs split between a teacher and
+a student that share the actor MLP and the critic (``ctrl_rl/nets/cts.py``).
+
+Everything PPO does is unchanged; the model gives each sample its role's latent, and the head adds
+the latent regression ``latent_coef * mean((z_student - sg(z_teacher))^2)`` to the actor's loss
+(``Loss/latent``). The student reads only what the robot measures and is what export writes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from ctrl_rl.algos.heads import GaussianHead
+from ctrl_rl.algos.ppo import PPO
+from ctrl_rl.config_onpolicy import CTSConfig
+from ctrl_rl.nets.cts import CTSActorCritic, StudentPolicy
+from ctrl_rl.registry import register_learner
+from ctrl_rl.runners.on_policy import OnPolicyRunner
+from ctrl_rl.storage.rollout import Minibatch
+
+
+class CTSHead(GaussianHead):
+    """The Gaussian head with the latent regression beside the surrogate; the deterministic policy is
+    the student's."""
+
+    def aux_loss(self, actor: nn.Module, mb: Minibatch, cfg: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        latent = actor.latent_loss(mb.actor_obs)
+        return cfg.latent_coef * latent, {"latent": latent.detach()}
+
+    def inference_policy(self, model: nn.Module) -> nn.Module:
+        return StudentPolicy(model.actor)
+
+
+def make_cts(cfg: CTSConfig, obs_dims: dict[str, int], action_dim: int, num_envs: int, device: torch.device | str,
+             seed: int = 0, action_bounds: tuple[float, float] | None = (-1.0, 1.0),
+             inference_only: bool = False) -> PPO:
+    return PPO(cfg, obs_dims, action_dim, num_envs, device, seed=seed, model=CTSActorCritic(obs_dims, action_dim, cfg),
+               head=CTSHead())
+
+
+register_learner("cts", config=CTSConfig, build=make_cts, runner=OnPolicyRunner, torchrun=True)
