@@ -163,7 +163,7 @@ class SimConfig:
     name: str = "torch"
     """Simulator backend: torch (batched pure-torch envs), mujoco (MuJoCo on CPU threads),
     mjwarp (MuJoCo Warp, GPU or CPU), gymnasium (any registered id), isaaclab or mjlab
-    (Isaac Lab's RL API)."""
+    (Isaac Lab's RL API), isaacgym (legged_gym-style tasks)."""
 
 
 @dataclass

@@ -192,3 +192,19 @@ def _mjlab_tasks() -> list[str]:
 
 register_sim("isaaclab", _make_isaaclab, _isaaclab_tasks)
 register_sim("mjlab", _make_mjlab, _mjlab_tasks)
+
+
+# ---- Isaac Gym (legacy): legged_gym-style tasks ------------------------------------------------
+def _make_isaacgym(task: str, num_envs: int, device: str | torch.device, seed: int | None, **kw: object) -> VecEnv:
+    from .isaacgym import make_env  # imports legged_gym (and so isaacgym) only for its own tasks
+
+    return make_env(task, num_envs, device, seed, **kw)
+
+
+def _isaacgym_tasks() -> list[str]:
+    from .isaacgym import _TASKS, LEGGED_GYM_TASKS
+
+    return [*_TASKS, *LEGGED_GYM_TASKS]
+
+
+register_sim("isaacgym", _make_isaacgym, _isaacgym_tasks)

@@ -211,3 +211,31 @@ def test_scaling_runs_tiny() -> None:
     for algo in ("ppo", "sac"):
         assert float(fields[f"{algo}_fps_1"]) > 0 and float(fields[f"{algo}_fps_2"]) > 0
         assert 0 < float(fields[f"{algo}_efficiency_2"]) < 2
+
+
+TINY_TRAIN = ["--train-override", "env.num_envs=16", "--train-override", "algo.num_steps_per_env=8"]
+
+
+def test_symmetry_runs_tiny(tmp_path: Path) -> None:
+    """``benchmarks/symmetry.py`` at 1 iteration, one seed, both modes: the table and the RESULT line."""
+    cmd = [sys.executable, str(SCRIPT.parent / "symmetry.py"), "--iterations", "1", "--seeds", "0", "--episodes", "2",
+           "--gait-envs", "2", "--gait-steps", "20", *TINY_TRAIN, "--train-override", f"runner.log_root={tmp_path}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    values = dict(kv.split("=", 1) for kv in last.split()[1:])
+    assert last.startswith("RESULT ") and float(values["none_gait_asymmetry"]) > 0, proc.stdout
+    assert math.isfinite(float(values["asymmetry_ratio_augment"]))
+
+
+def test_teacher_student_runs_tiny(tmp_path: Path) -> None:
+    """``benchmarks/teacher_student.py`` at 1 iteration per stage, one seed: teacher, student, CTS, RESULT."""
+    cmd = [sys.executable, str(SCRIPT.parent / "teacher_student.py"), "--teacher-iterations", "1",
+           "--student-iterations", "1", "--seeds", "0", "--episodes", "2", *TINY_TRAIN,
+           "--train-override", f"runner.log_root={tmp_path}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    values = dict(kv.split("=", 1) for kv in last.split()[1:])
+    assert last.startswith("RESULT teacher_return="), proc.stdout
+    assert values["passed"] in ("0", "1") and math.isfinite(float(values["cts_fraction"]))
