@@ -42,12 +42,13 @@ def test_a_humanoid_bundle_runs_the_gait_clock_as_training_did(tmp_path):
     and RobotPolicy counts its own ticks, equal to the env's through falls and resets."""
     rp = RobotPolicy(tiny_bundle(tmp_path, "humanoid_velocity_flat"))
     assert rp.gait_period == 0.8 and any(t.name == "gait_clock" for t in rp.terms)
-    assert reproduce(rp, "humanoid_velocity_flat", steps=150) >= 1  # at least one episode restarted the clock
+    # 1 s episodes: the clock restarts twice in 150 steps, mid-period (1.0 s is 1.25 periods)
+    assert reproduce(rp, "humanoid_velocity_flat", steps=150, episode_length_s=1.0) >= 2
 
 
-def reproduce(rp: RobotPolicy, task: str, steps: int) -> int:
+def reproduce(rp: RobotPolicy, task: str, steps: int, **task_kwargs) -> int:
     """Drive ``rp`` and the env side by side from the env's signals; returns the episodes ended."""
-    env = make_env("mujoco", task, 1, seed=3, **EXACT)
+    env = make_env("mujoco", task, 1, seed=3, **EXACT, **task_kwargs)
     robot_order = list(reversed(rp.joint_names))  # the robot's driver lists joints its own way
     to_policy = joint_index_map(rp.joint_names, robot_order)
     from_policy = np.argsort(to_policy)
@@ -57,8 +58,9 @@ def reproduce(rp: RobotPolicy, task: str, steps: int) -> int:
         s = {k: v[0].double().numpy() for k, v in env.task.signals(env.physics).items() if k in ROBOT_SIGNALS}
         robot = {**s, "joint_pos": s["joint_pos"][from_policy], "joint_vel": s["joint_vel"][from_policy]}
         mapped = {**robot, "joint_pos": robot["joint_pos"][to_policy], "joint_vel": robot["joint_vel"][to_policy]}
-        np.testing.assert_allclose(rp.observation(mapped), obs["policy"][0].numpy(), atol=1e-5)
-        targets = rp.step(mapped)
+        observed = rp.observation(mapped)  # once per tick, as the node calls it (the clock advances)
+        np.testing.assert_allclose(observed, obs["policy"][0].numpy(), atol=1e-5)
+        targets = rp.targets(rp.policy(observed))
         actions = torch.as_tensor(rp.policy(obs["policy"][0].numpy()))[None]
         expected = env.task.default_pose + env.task.action_scale * actions.clamp(-10, 10)
         np.testing.assert_allclose(targets, expected[0].numpy(), atol=1e-5)
