@@ -16,7 +16,7 @@ from vecenv_conformance import Transition, check_vecenv
 TORCH_TASKS = sorted(TASKS)
 CONFORMANCE_TASKS = [t for t in TORCH_TASKS if t != "bimodal_bandit"]
 """The bandit has one fixed start state, which the seeding checks refuse: tested on its own."""
-UNKNOWN_SIM = "unknown sim 'bullet'; choose one of: gymnasium, isaaclab, mjlab, mjwarp, mujoco, torch"
+UNKNOWN_SIM = "unknown sim 'bullet'; choose one of: gymnasium, isaacgym, isaaclab, mjlab, mjwarp, mujoco, torch"
 
 
 def _maker(task: str, **kw):
