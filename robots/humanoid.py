@@ -155,11 +155,10 @@ class HumanoidVelocityTask(VelocityTask):
             raise ValueError(f"the gait clock schedules two feet (left, right); robot {robot.name} has "
                              f"{len(self.feet)} foot_geoms")
         # a foot geom's centre height when it stands on flat ground: the box's half height (sphere: radius)
-        sizes = [model.geom_size[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, g)] for g in robot.foot_geoms]
+        ids = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, g) for g in robot.foot_geoms]
         self.foot_rest_height = torch.tensor(
-            [float(sz[2] if model.geom_type[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, g)]
-                   == mujoco.mjtGeom.mjGEOM_BOX else sz[0]) for g, sz in zip(robot.foot_geoms, sizes, strict=True)],
-            device=self.device)
+            [float(model.geom_size[i][2] if model.geom_type[i] == mujoco.mjtGeom.mjGEOM_BOX else model.geom_size[i][0])
+             for i in ids], device=self.device)
         self.deviation = {}
         for term, pattern in DEVIATION_JOINTS.items():
             idx = [i for i, j in enumerate(robot.joint_names) if re.fullmatch(pattern, j)]

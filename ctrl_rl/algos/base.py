@@ -69,3 +69,22 @@ class Learner:
     def load_replay_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`replay_state_dict` returned."""
         raise RuntimeError(f"{type(self).__name__} keeps no replay data")
+
+
+class SupervisedLearner(Learner):
+    """A learner whose whole state is its model, one optimizer, its random stream and an update count
+    (behavior cloning, distillation); subclasses add what else they keep."""
+
+    optimizer: torch.optim.Optimizer
+    num_updates: int
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "generator": self.generator.get_state(), "num_updates": self.num_updates}
+
+    def load_state_dict(self, state: dict[str, Any], restore_rng: bool = True) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.num_updates = state.get("num_updates", 0)
+        if restore_rng:
+            self.generator.set_state(state["generator"])

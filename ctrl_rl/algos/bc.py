@@ -10,12 +10,10 @@ checkpoint: ``ctrl-rl eval``/``export`` take it, and residual PPO takes it as it
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import nn
 
-from ctrl_rl.algos.base import Learner
+from ctrl_rl.algos.base import SupervisedLearner
 from ctrl_rl.config_offline import BCConfig
 from ctrl_rl.env import Obs
 from ctrl_rl.nets.actor_critic import GaussianActor, concat_groups, resolve_groups
@@ -56,7 +54,7 @@ class BCModel(nn.Module):
         return concat_groups(obs, self.actor_obs)
 
 
-class BC(Learner):
+class BC(SupervisedLearner):
     """Owns the policy, its optimizer and the dataset on the training device."""
 
     def __init__(self, cfg: BCConfig, obs_dims: dict[str, int], action_dim: int, num_envs: int,
@@ -121,16 +119,6 @@ class BC(Learner):
         """The deterministic policy (mean / zero-noise flow; a chunk policy's first action) on raw obs."""
         return self.model.actor
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "generator": self.generator.get_state(), "num_updates": self.num_updates}
-
-    def load_state_dict(self, state: dict[str, Any], restore_rng: bool = True) -> None:
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.num_updates = state.get("num_updates", 0)
-        if restore_rng:
-            self.generator.set_state(state["generator"])
 
 
 register_learner("bc", config=BCConfig, build=BC, runner=OfflineRunner)

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from ctrl_rl import distributed
-from ctrl_rl.algos.base import Learner
+from ctrl_rl.algos.base import SupervisedLearner
 from ctrl_rl.algos.losses import distillation_loss, teacher_mix
 from ctrl_rl.config_onpolicy import DistillationConfig
 from ctrl_rl.env import Obs
@@ -74,7 +74,7 @@ def load_teacher(spec: str, obs_dims: dict[str, int], action_dim: int,
     return actor.to(device).eval().requires_grad_(False), groups
 
 
-class Distillation(Learner):
+class Distillation(SupervisedLearner):
     """Owns the student, its optimizer, the frozen teacher and the rollout of (student input, teacher label)."""
 
     def __init__(self, cfg: DistillationConfig, obs_dims: dict[str, int], action_dim: int, num_envs: int,
@@ -163,18 +163,13 @@ class Distillation(Learner):
         return actor if self.model.actor_memory is None else RecurrentPolicy(self.model.actor_memory, actor)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "generator": self.generator.get_state(), "num_updates": self.num_updates,
+        return {**super().state_dict(),
                 "memory_states": self.memory.state_dict() if self.memory is not None else None}
 
     def load_state_dict(self, state: dict[str, Any], restore_rng: bool = True) -> None:
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.num_updates = state.get("num_updates", 0)
-        if restore_rng:
-            self.generator.set_state(state["generator"])
-            if self.memory is not None:
-                self.memory.load_state_dict(state["memory_states"])
+        super().load_state_dict(state, restore_rng)
+        if restore_rng and self.memory is not None:
+            self.memory.load_state_dict(state["memory_states"])
 
 
 register_learner("distillation", config=DistillationConfig, build=Distillation, runner=OnPolicyRunner, torchrun=True)
