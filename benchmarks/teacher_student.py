@@ -42,11 +42,13 @@ def main() -> None:
     parser.add_argument("--student-iterations", type=int, default=100)
     parser.add_argument("--history", type=int, default=5, help="frames of the student's observation history")
     parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--cts-seeds", default=None, help="seeds of the CTS runs (default: --seeds)")
     parser.add_argument("--episodes", type=int, default=64)
     parser.add_argument("--teacher", default=None, help="skip stage 1: use this teacher run")
     parser.add_argument("--train-override", action="append", default=[], help="extra training override (repeat)")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
+    cts_seeds = seeds if args.cts_seeds is None else [int(s) for s in args.cts_seeds.split(",")]
     student_obs = [f"task.kwargs.history_length={args.history}", *args.train_override]
 
     teacher, teacher_minutes = args.teacher, float("nan")
@@ -65,6 +67,7 @@ def main() -> None:
         ret = evaluate(student, [], episodes=args.episodes, seed=2024)["mean_return"]
         results["distillation"].append((ret, minutes))
         print(f"distillation seed {seed}: return {ret:.3f} ({ret / teacher_return:.3f} of the teacher)", flush=True)
+    for seed in cts_seeds:
         total = args.teacher_iterations + args.student_iterations
         cts, minutes = timed_train([f"task={args.task}", "algo=cts", f"seed={seed}", f"runner.max_iterations={total}",
                                     f"runner.run_name=cts_s{seed}", *student_obs])
@@ -73,9 +76,9 @@ def main() -> None:
         print(f"cts seed {seed}: return {ret:.3f} ({ret / teacher_return:.3f} of the two-stage teacher)", flush=True)
 
     print()
-    print("| student | env steps (iterations) | return | fraction of the teacher's | train minutes |")
-    print("|---|---|---|---|---|")
-    print(f"| teacher (privileged PPO) | {args.teacher_iterations} | {teacher_return:.3f} | 1 "
+    print("| student | env steps (iterations) | seeds | return | fraction of the teacher's | train minutes |")
+    print("|---|---|---|---|---|---|")
+    print(f"| teacher (privileged PPO) | {args.teacher_iterations} | 42 | {teacher_return:.3f} | 1 "
           f"| {teacher_minutes:.1f} |")
     stages = f"{args.teacher_iterations} + {args.student_iterations}"
     for name, label in (("distillation", f"{stages} (two stages)"),
@@ -83,11 +86,12 @@ def main() -> None:
         rets = [r for r, _ in results[name]]
         spread = f" ± {statistics.stdev(rets):.3f}" if len(rets) > 1 else ""
         minutes = statistics.mean(m for _, m in results[name])
-        print(f"| {name} | {label} | {statistics.mean(rets):.3f}{spread} | "
+        run_seeds = ",".join(map(str, seeds if name == "distillation" else cts_seeds))
+        print(f"| {name} | {label} | {run_seeds} | {statistics.mean(rets):.3f}{spread} | "
               f"{statistics.mean(rets) / teacher_return:.3f} | {minutes:.1f} |")
     frac = {k: statistics.mean(r for r, _ in v) / teacher_return for k, v in results.items()}
     print(f"RESULT teacher_return={teacher_return:.4f} distillation_fraction={frac['distillation']:.4f} "
-          f"cts_fraction={frac['cts']:.4f} min_distillation_fraction="
+          f"cts_fraction={frac['cts']:.4f} cts_seeds={len(cts_seeds)} min_distillation_fraction="
           f"{min(r for r, _ in results['distillation']) / teacher_return:.4f} seeds={len(seeds)} "
           f"passed={int(min(r for r, _ in results['distillation']) >= 0.9 * teacher_return)}")
 
