@@ -26,6 +26,12 @@ Not matched (each framework's normal way of working, measured as is):
   24-step rollouts the timed window (steps 24..264) holds one such wave for every framework
   as long as all run the same number of iterations (mind ``--sb3-iterations``).
 
+``ours_compiled`` is ours with ``algo.compile=true``. Its children run with
+``TORCHINDUCTOR_CACHE_DIR`` set to a fresh directory: the warm-up iteration of the first run
+traces and generates code (``compile_s`` = that iteration less a timed one), a second one-iteration
+run loads it from the cache (``compile_s_cached``), which is what every later run on the machine pays.
+RESULT's ``vs_rsl_rl`` / ``vs_sb3`` are the compiled path's ratios, ``eager_vs_rsl_rl`` the eager one's.
+
 Keep ``--threads`` at or below the idle cores: on a busy machine, OpenMP threads competing
 for cores slow small updates by orders of magnitude.
 
@@ -39,16 +45,18 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
 import torch
 
-FRAMEWORKS = ("ours", "rsl_rl", "sb3")
+FRAMEWORKS = ("ours", "ours_compiled", "rsl_rl", "sb3")
 MARK = "BENCH_JSON "
-OBS_NORM = {"ours": "on", "rsl_rl": "on", "sb3": "off (none built in)"}
+OBS_NORM = {"ours": "on", "ours_compiled": "on", "rsl_rl": "on", "sb3": "off (none built in)"}
 HPARAMS = {"learning_rate": 1e-3, "clip": 0.2, "gamma": 0.99, "lam": 0.95, "value_coef": 1.0,
            "entropy_coef": 0.01, "max_grad_norm": 1.0}
 """The PPO hyperparameters all three get (rsl_rl's defaults)."""
@@ -68,7 +76,9 @@ def _result(args: argparse.Namespace, iters: int, wall: float, collect: float,
             "update_s": update}
 
 
-def bench_ours(args: argparse.Namespace) -> dict:
+def bench_ours(args: argparse.Namespace, compile: bool = False) -> dict:
+    """Ours, eager or with ``algo.compile=true``; ``first_s`` is the warm-up iteration's wall clock
+    (with compile: tracing and code generation, or loading them from the inductor cache)."""
     from ctrl_rl.app.configure import load_train_config
     from ctrl_rl.runners.on_policy import OnPolicyRunner
 
@@ -83,17 +93,19 @@ def bench_ours(args: argparse.Namespace) -> dict:
         f"algo.gamma={HPARAMS['gamma']}", f"algo.lam={HPARAMS['lam']}",
         f"algo.value_loss_coef={HPARAMS['value_coef']}",
         f"algo.entropy_coef={HPARAMS['entropy_coef']}",
-        f"algo.max_grad_norm={HPARAMS['max_grad_norm']}",
+        f"algo.max_grad_norm={HPARAMS['max_grad_norm']}", f"algo.compile={str(compile).lower()}",
     ])
     runner = OnPolicyRunner(_make_env(args), cfg, log_dir=None)
+    start = time.perf_counter()
     runner.learn(1)  # warm-up
+    first = time.perf_counter() - start
     start = time.perf_counter()
     runner.learn(1 + args.iterations)  # a total, not a count to add
     wall = time.perf_counter() - start
     rows = runner.history[-args.iterations:]
     collect = sum(r["collection_time"] for r in rows) / len(rows)
-    return _result(args, args.iterations, wall, collect,
-                   sum(r["learning_time"] for r in rows) / len(rows))
+    return {**_result(args, args.iterations, wall, collect, sum(r["learning_time"] for r in rows) / len(rows)),
+            "first_s": first}
 
 
 def rsl_rl_env(env: Any, seed: int) -> Any:
@@ -248,20 +260,23 @@ def bench_sb3(args: argparse.Namespace) -> dict:
     return _result(args, iters, wall, wall / iters - update, update)
 
 
-BENCHES = {"ours": bench_ours, "rsl_rl": bench_rsl_rl, "sb3": bench_sb3}
+BENCHES = {"ours": bench_ours, "ours_compiled": lambda args: bench_ours(args, compile=True),
+           "rsl_rl": bench_rsl_rl, "sb3": bench_sb3}
 
 
-def run_child(name: str, args: argparse.Namespace) -> dict:
+def run_child(name: str, args: argparse.Namespace, iterations: int | None = None,
+              env: dict[str, str] | None = None) -> dict:
     """Run one framework in a fresh interpreter; its numbers, or ``{"error": why}``."""
     cmd = [sys.executable, __file__, "--only", name, "--num-envs", str(args.num_envs),
            "--steps", str(args.steps), "--epochs", str(args.epochs),
-           "--minibatches", str(args.minibatches), "--iterations", str(args.iterations),
+           "--minibatches", str(args.minibatches), "--iterations", str(iterations or args.iterations),
            "--threads", str(args.threads), "--seed", str(args.seed),
            "--hidden", *map(str, args.hidden)]
     if args.sb3_iterations:
         cmd += ["--sb3-iterations", str(args.sb3_iterations)]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout,
+                              env=None if env is None else {**os.environ, **env})
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {args.timeout} s"}
     for line in reversed(proc.stdout.splitlines()):
@@ -313,30 +328,43 @@ def main(argv: list[str] | None = None) -> None:
           f"stable-baselines3={_version('stable-baselines3')} device=cpu threads={args.threads} "
           f"task=pendulum epochs={args.epochs} minibatches={args.minibatches}", flush=True)
     results: dict[str, dict] = {}
+    cache = tempfile.mkdtemp(prefix="inductor_cache_")  # compile times: from an empty cache, then from it
+    warm_first = math.nan
     for name in args.frameworks:  # one after another, never side by side
         print(f"running {name} ...", file=sys.stderr, flush=True)
-        results[name] = run_child(name, args)
+        results[name] = run_child(name, args, env={"TORCHINDUCTOR_CACHE_DIR": cache})
+        if name == "ours_compiled" and "error" not in results[name]:
+            warm_first = run_child(name, args, iterations=1, env={"TORCHINDUCTOR_CACHE_DIR": cache}).get(
+                "first_s", math.nan)
     sps = {n: results.get(n, {}).get("sps", math.nan) for n in FRAMEWORKS}
 
     hidden = "x".join(map(str, args.hidden))
     print()
     print("| framework | num_envs | rollout | hidden | obs norm | env-steps/s (incl. update) "
-          "| collection s/it | update s/it | ours ÷ this |")
-    print("|---|---:|---:|---|---|---:|---:|---:|---:|")
+          "| collection s/it | update s/it | first it s | ours ÷ this | compiled ÷ this |")
+    print("|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|")
     for name in args.frameworks:
         r = results[name]
         if "error" in r:
-            cells = ["failed: " + r["error"].replace("|", "\\|"), "—", "—", "—"]
+            cells = ["failed: " + r["error"].replace("|", "\\|"), "—", "—", "—", "—", "—"]
         else:
-            ratio = "n/a" if math.isnan(sps["ours"]) else f"{sps['ours'] / r['sps']:.2f}x"
+            ratios = ["n/a" if math.isnan(sps[o]) else f"{sps[o] / r['sps']:.2f}x" for o in ("ours", "ours_compiled")]
+            first = f"{r['first_s']:.1f}" if "first_s" in r else "—"
+            if name == "ours_compiled":
+                first += f" (cache warm: {warm_first:.1f})"
             cells = [f"{r['sps']:,.0f} ({r['iterations']} it)", f"{r['collect_s']:.3f}",
-                     f"{r['update_s']:.3f}", ratio]
+                     f"{r['update_s']:.3f}", first, *ratios]
         row = [name, str(args.num_envs), str(args.steps), hidden, OBS_NORM[name], *cells]
         print("| " + " | ".join(row) + " |")
     print()
-    print(f"RESULT ours_sps={sps['ours']:.0f} rsl_rl_sps={sps['rsl_rl']:.0f} "
-          f"sb3_sps={sps['sb3']:.0f} vs_rsl_rl={sps['ours'] / sps['rsl_rl']:.3g} "
-          f"vs_sb3={sps['ours'] / sps['sb3']:.3g}", flush=True)
+    comp = results.get("ours_compiled", {})
+    per_it = comp.get("wall_s", math.nan) / max(comp.get("iterations", 1), 1)
+    first, warm = comp.get("first_s", math.nan) - per_it, warm_first - per_it
+    print(f"RESULT ours_sps={sps['ours']:.0f} compiled_sps={sps['ours_compiled']:.0f} "
+          f"rsl_rl_sps={sps['rsl_rl']:.0f} sb3_sps={sps['sb3']:.0f} "
+          f"vs_rsl_rl={sps['ours_compiled'] / sps['rsl_rl']:.3g} eager_vs_rsl_rl={sps['ours'] / sps['rsl_rl']:.3g} "
+          f"vs_sb3={sps['ours_compiled'] / sps['sb3']:.3g} compile_s={first:.1f} compile_s_cached={warm:.1f}",
+          flush=True)
 
 
 if __name__ == "__main__":

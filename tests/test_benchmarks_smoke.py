@@ -28,10 +28,11 @@ def test_ppo_throughput_runs_all_frameworks() -> None:
     lines = proc.stdout.strip().splitlines()
     last = lines[-1]
     assert re.match(r"^RESULT ours_sps=\d", last), proc.stdout
-    for key in ("rsl_rl_sps", "sb3_sps", "vs_rsl_rl", "vs_sb3"):
-        assert re.search(rf"\b{key}=\d", last), f"{key} missing or nan:\n{proc.stdout}"
+    for key in ("compiled_sps", "rsl_rl_sps", "sb3_sps", "vs_rsl_rl", "eager_vs_rsl_rl", "vs_sb3", "compile_s",
+                "compile_s_cached"):
+        assert re.search(rf"\b{key}=-?\d", last), f"{key} missing or nan:\n{proc.stdout}"
     assert "failed" not in proc.stdout, proc.stdout
-    assert sum(line.startswith(("| ours ", "| rsl_rl ", "| sb3 ")) for line in lines) == 3
+    assert sum(line.startswith(("| ours ", "| ours_compiled ", "| rsl_rl ", "| sb3 ")) for line in lines) == 4
 
 
 RECURRENT_SCRIPT = SCRIPT.parent / "recurrent_ppo.py"

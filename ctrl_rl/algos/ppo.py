@@ -240,16 +240,17 @@ class PPO(Learner):
         s = self.storage
         return env_minibatches(batch, s.num_steps, s.dones, self.memory.start, num_minibatches, self.generator)
 
-    def minibatch_loss(self, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def minibatch_loss(self, mb: Minibatch, critic_only: bool = False) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The PPO loss on ``mb`` and its detached statistics: a pure function of the networks'
-        state (what ``compile`` compiles). During the first ``critic_warmup`` updates the critic's alone."""
+        state (what ``compile`` compiles: it reads no counter, so one graph serves every update).
+        ``critic_only`` (the first ``critic_warmup`` updates): the critic's loss alone."""
         cfg, sym = self.cfg, self.symmetry
         mb = through_memory(self.model, mb)
         original_obs = mb.actor_obs
         if sym is not None and sym.augment:
             mb = mirror_minibatch(mb, sym)
         v_loss = self.critic_loss(mb)
-        if self.num_updates < cfg.critic_warmup:
+        if critic_only:
             zero = v_loss.new_zeros(())
             return cfg.value_loss_coef * v_loss, {"value": v_loss.detach(), "surrogate": zero, "entropy": zero}
         surrogate, entropy, stats = self.head.loss(self.model.actor, mb, cfg)
@@ -281,7 +282,7 @@ class PPO(Learner):
     def _update_minibatch(self, mb: Minibatch) -> dict[str, torch.Tensor]:
         """One gradient step: loss, backward, all-reduce (gradients and KL), the adaptive-KL learning
         rate, clip, Adam."""
-        loss, stats = self._loss(mb)
+        loss, stats = self._loss(mb, self.num_updates < self.cfg.critic_warmup)
         kl = stats.pop("kl", None)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
