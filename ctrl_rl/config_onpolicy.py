@@ -356,14 +356,16 @@ class CTSConfig(PPOConfig):
     name: str = "cts"
     teacher_obs: List[str] = field(default_factory=lambda: ["critic"])
     """Groups the teacher encoder reads (privileged: the ``critic`` group of robot tasks)."""
-    teacher_fraction: float = 0.5
-    """Share of the envs (the first ones) the teacher drives; the others are the student's."""
+    teacher_fraction: float = 0.75
+    """Share of the envs (the first ones) the teacher drives; the others are the student's (3:1 as the
+    public CTS implementations split them)."""
     latent_dim: int = 32
     """Width of both encoders' latent, which the shared actor MLP reads beside the ``actor_obs`` groups."""
     encoder_hidden: List[int] = field(default_factory=lambda: [256, 128])
     """Hidden layers of each encoder."""
     latent_coef: float = 1.0
-    """Weight of the latent regression ``mean((z_student - sg(z_teacher))^2)`` in the actor's loss."""
+    """Weight of the latent regression ``mean((z_student - sg(z_teacher))^2)`` in the actor's loss: the
+    only gradient the student's encoder gets (its latent enters the policy detached)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -37,6 +37,25 @@ def test_each_role_reads_its_own_encoder_and_the_student_exports_alone() -> None
     torch.testing.assert_close(StudentPolicy(actor)(s), as_student)
 
 
+def test_the_student_encoder_learns_from_the_latent_regression_alone() -> None:
+    """The paper's split: the policy gradient trains the privileged encoder (and the shared MLP), never
+    the student's encoder; the latent regression trains the student's encoder, never the teacher's."""
+    torch.manual_seed(0)
+    actor = CTSActor(3, 2, 2, CTSConfig(actor_hidden=[16], encoder_hidden=[8], latent_dim=4, normalize_obs=False))
+    x = torch.cat([torch.randn(6, 5), teacher_rows(6, 0.5, "cpu")], -1)  # 3 teacher rows, 3 student rows
+
+    def grads(loss: torch.Tensor) -> dict[str, float]:
+        actor.zero_grad(set_to_none=True)
+        loss.backward()
+        return {name: sum(p.grad.abs().sum().item() for p in getattr(actor, name).parameters() if p.grad is not None)
+                for name in ("student_encoder", "teacher_encoder", "policy")}
+
+    surrogate = grads(actor.distribution(x)[0].square().sum())  # any function of both roles' actions
+    assert surrogate["student_encoder"] == 0.0 and surrogate["teacher_encoder"] > 0 and surrogate["policy"] > 0
+    latent = grads(actor.latent_loss(x))
+    assert latent["student_encoder"] > 0 and latent["teacher_encoder"] == 0.0 and latent["policy"] == 0.0
+
+
 def test_cts_trains_logs_the_latent_loss_and_exports_the_student(tmp_path) -> None:
     from ctrl_rl.deploy.robot_policy import RobotPolicy
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator

@@ -3,8 +3,10 @@
 The actor's input during training is ``[student obs, teacher obs, role]``: ``role`` is 1 for the envs
 the teacher drives. Each sample's latent comes from its role's encoder (the teacher's reads the
 privileged groups, the student's the deployable ones) and the shared Gaussian actor MLP reads
-``[latent, student obs]``. The exported policy is the student's path alone
-(:class:`StudentPolicy`), on the deployable groups only.
+``[latent, student obs]``. As in the paper, the privileged encoder learns from the policy gradient and
+the student's encoder from the latent regression alone: the student's latent enters the actor
+detached. The exported policy is the student's path alone (:class:`StudentPolicy`), on the
+deployable groups only.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ class CTSActor(nn.Module):
 
     def distribution(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         z_s, z_t, s = self.latents(x)
-        z = torch.where(x[:, -1:] > 0.5, z_t, z_s)
+        z = torch.where(x[:, -1:] > 0.5, z_t, z_s.detach())  # the student encoder: latent loss only
         return self.policy.distribution(torch.cat([z, s], -1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
