@@ -16,6 +16,8 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import csv
+import re
 import time
 from pathlib import Path
 
@@ -25,6 +27,19 @@ from ctrl_rl.app.train import train
 
 TASK = "quadruped_velocity_flat"
 EVAL_KWARGS = ["+task.kwargs.fixed_command=[0.5,0.0,0.0]", "+task.kwargs.push_velocity=0.0"]
+
+
+def logged_train_minutes(checkpoint: Path) -> float:
+    """Training minutes up to ``checkpoint`` (a run: its latest ``model_<it>.pt``) from the run's
+    ``metrics.csv``: the iterations' collection and update times summed, as a run of that length takes."""
+    run_dir = checkpoint if checkpoint.is_dir() else checkpoint.parent
+    models = [checkpoint] if checkpoint.is_file() else list(run_dir.glob("model_*.pt"))
+    its = [int(m.group(1)) for f in models if (m := re.fullmatch(r"model_(\d+)\.pt", f.name))]
+    if not its or not (run_dir / "metrics.csv").is_file():
+        return float("nan")
+    with open(run_dir / "metrics.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if int(float(r["iteration"])) <= max(its)]
+    return sum(float(r["collection_time"]) + float(r["learning_time"]) for r in rows) / 60
 
 
 def main(task: str = TASK, budget_minutes: float = 30.0, doc: str = __doc__, noise_free: bool = False) -> None:
@@ -50,10 +65,11 @@ def main(task: str = TASK, budget_minutes: float = 30.0, doc: str = __doc__, noi
         train_minutes = (time.perf_counter() - start) / 60
     else:
         run = Path(args.checkpoint)
+        train_minutes = logged_train_minutes(run)
     eval_kwargs = EVAL_KWARGS + (["+task.kwargs.obs_noise=0.0"] if noise_free else [])
     result = evaluate(str(run), eval_kwargs, episodes=args.episodes, seed=2024)
     run_dir = run if run.is_dir() else run.parent
-    video = run_dir / "walk.mp4"
+    video = run_dir / ("walk.mp4" if args.checkpoint is None else f"walk_{run.stem if run.is_file() else 'latest'}.mp4")
     play(str(run), eval_kwargs, episodes=1, video=str(video), steps=args.video_steps)
 
     velocity, falls = result["forward_velocity"], int(result["terminated"])
