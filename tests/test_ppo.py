@@ -156,6 +156,19 @@ def test_graph_safe_update_matches_eager(flag):
     assert len({h["learning_rate"] for h in eager_hist}) > 1  # the adaptive schedule acted
 
 
+def test_compiled_update_crosses_the_critic_warmup_like_eager():
+    """``critic_warmup`` reaches the compiled loss as an argument: the critic-only updates and the
+    full ones after them match eager (a counter read inside the graph would freeze at its first value)."""
+    eager_params, eager_hist = _train_pendulum(3, critic_warmup=1)
+    params, hist = _train_pendulum(3, critic_warmup=1, compile=True)
+    for a, b in zip(eager_params, params, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    assert [h["surrogate"] for h in eager_hist][0] == 0.0 and eager_hist[1]["surrogate"] != 0.0
+    for a, b in zip(eager_hist, hist, strict=True):
+        for k in ("value", "surrogate", "entropy"):
+            assert a[k] == pytest.approx(b[k], rel=1e-3, abs=1e-6), k
+
+
 def test_adaptive_learning_rate_tensor_form_matches_float_form():
     from ctrl_rl.algos.losses import adaptive_kl_learning_rate
 
