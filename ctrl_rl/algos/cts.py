@@ -3,7 +3,8 @@ a student that share the actor MLP and the critic (``ctrl_rl/nets/cts.py``).
 
 Everything PPO does is unchanged; the model gives each sample its role's latent, and the head adds
 the latent regression ``latent_coef * mean((z_student - sg(z_teacher))^2)`` to the actor's loss
-(``Loss/latent``). The student reads only what the robot measures and is what export writes.
+(``Loss/latent``), from the same encoder pass as the surrogate's. The student reads only what the
+robot measures and is what export writes.
 """
 
 from __future__ import annotations
@@ -26,9 +27,11 @@ class CTSHead(GaussianHead):
     """The Gaussian head with the latent regression beside the surrogate; the deterministic policy is
     the student's."""
 
-    def aux_loss(self, actor: nn.Module, mb: Minibatch, cfg: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        latent = actor.latent_loss(mb.actor_obs)
-        return cfg.latent_coef * latent, {"latent": latent.detach()}
+    def loss(self, actor: nn.Module, mb: Minibatch, cfg: Any) -> tuple[torch.Tensor, torch.Tensor,
+                                                                      dict[str, torch.Tensor]]:
+        mean, std, latent = actor.distribution_and_latent_loss(mb.actor_obs)
+        surrogate, entropy, stats = self.surrogate(mean, std, mb, cfg)
+        return surrogate, entropy, {**stats, "latent": latent.detach(), "aux": cfg.latent_coef * latent}
 
     def inference_policy(self, model: nn.Module) -> nn.Module:
         return StudentPolicy(model.actor)

@@ -37,13 +37,11 @@ class PolicyHead:
 
     def loss(self, actor: nn.Module, mb: Minibatch, cfg: Any) -> tuple[torch.Tensor, torch.Tensor,
                                                                       dict[str, torch.Tensor]]:
-        """``(surrogate, entropy, stats)`` of the actor on ``mb``."""
+        """``(surrogate, entropy, stats)`` of the actor on ``mb``. Two keys of ``stats`` are not logged
+        as they are: ``kl`` (no gradient) steers the adaptive learning rate; ``aux``, an actor loss
+        beside the surrogate with its gradient (CTS's latent regression), is added to PPO's loss,
+        computed in the same forward pass as the surrogate's."""
         raise NotImplementedError
-
-    def aux_loss(self, actor: nn.Module, mb: Minibatch, cfg: Any) -> tuple[torch.Tensor | None,
-                                                                          dict[str, torch.Tensor]]:
-        """An actor loss beside the surrogate (CTS's latent regression) and its stats; none here."""
-        return None, {}
 
     # ------------------------------------------------------------------ episode state
     def episodes_ended(self, model: nn.Module, dones: torch.Tensor) -> None:
@@ -75,11 +73,19 @@ class GaussianHead(PolicyHead):
                                                                       dict[str, torch.Tensor]]:
         """``(surrogate, entropy, stats)`` on ``mb``; with the adaptive schedule ``stats["kl"]`` (no
         gradient) steers the learning rate."""
-        mean, std = actor.distribution(mb.actor_obs)
+        return self.surrogate(*actor.distribution(mb.actor_obs), mb, cfg)
+
+    @staticmethod
+    def surrogate(mean: torch.Tensor, std: torch.Tensor, mb: Minibatch,
+                  cfg: Any) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """:meth:`loss` of the policy's Gaussian ``(mean, std)`` on ``mb``'s observations. The KL and the
+        entropy read the collected samples only (``mb.collected``); the surrogate reads them all."""
+        n = mb.collected if mb.collected is not None else len(mean)
         stats: dict[str, torch.Tensor] = {}
         if cfg.schedule == "adaptive":
             with torch.no_grad():
-                stats["kl"] = gaussian_kl(mb.old_mean, mb.old_std, mean, std).mean()
+                stats["kl"] = gaussian_kl(mb.old_mean[:n], mb.old_std[:n], mean[:n], std[:n]).mean()
         log_prob = gaussian_log_prob(mb.actions, mean, std)
         surrogate, clip_frac, approx_kl = ppo_surrogate_loss(log_prob, mb.old_log_prob, mb.advantages, cfg.clip_param)
-        return surrogate, gaussian_entropy(std).mean(), {"approx_kl": approx_kl, "clip_fraction": clip_frac, **stats}
+        return surrogate, gaussian_entropy(std[:n]).mean(), {"approx_kl": approx_kl, "clip_fraction": clip_frac,
+                                                              **stats}

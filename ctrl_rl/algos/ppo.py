@@ -255,10 +255,9 @@ class PPO(Learner):
             return cfg.value_loss_coef * v_loss, {"value": v_loss.detach(), "surrogate": zero, "entropy": zero}
         surrogate, entropy, stats = self.head.loss(self.model.actor, mb, cfg)
         loss = surrogate + cfg.value_loss_coef * v_loss - cfg.entropy_coef * entropy
-        aux, aux_stats = self.head.aux_loss(self.model.actor, mb, cfg)
+        aux = stats.pop("aux", None)  # a head's extra actor loss (CTS's latent regression)
         if aux is not None:
             loss = loss + aux
-            stats.update(aux_stats)
         if sym is not None:  # measured with augmentation alone too: how symmetric the policy is
             with torch.set_grad_enabled(sym.loss and torch.is_grad_enabled()):
                 actor = self.model.actor
