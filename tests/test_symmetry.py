@@ -138,6 +138,34 @@ def test_mirror_loss_and_augmented_minibatch_by_hand() -> None:
     torch.testing.assert_close(out.old_std, torch.tensor([[1.0, 2.0], [2.0, 1.0]]))
     for key in ("old_log_prob", "old_values", "advantages", "returns"):
         torch.testing.assert_close(getattr(out, key), getattr(mb, key).repeat(2))
+    assert out.collected == 1 and mb.collected is None
+
+
+def test_the_adaptive_kl_reads_the_collected_samples_not_their_mirror_images() -> None:
+    """An asymmetric old policy has a large KL to the mirrored twins however small the step; measured
+    over the augmented batch it pinned the learning rate at its floor (ctrl_quad stopped learning).
+    The KL and entropy read the collected half; the surrogate reads both halves."""
+    from types import SimpleNamespace
+
+    from ctrl_rl.algos.heads import GaussianHead
+    from ctrl_rl.nets.distributions import gaussian_kl
+
+    act_map = SignedPerm([1, 0], [-1, -1])
+    sym = Symmetry(actor=SignedPerm([0, 1], [1, -1]), critic=SignedPerm.signs([-1]), actions=act_map,
+                   augment=True, loss=False)
+    old_mean, old_std = torch.tensor([[0.1, 0.9]]), torch.tensor([[0.5, 0.5]])  # mirror(old) = (-0.9, -0.1)
+    mb = mirror_minibatch(Minibatch(actor_obs=torch.tensor([[1.0, 2.0]]), critic_obs=torch.tensor([[3.0]]),
+                                    actions=torch.tensor([[0.3, 0.6]]), old_log_prob=torch.tensor([-1.0]),
+                                    old_mean=old_mean, old_std=old_std, old_values=torch.tensor([0.0]),
+                                    advantages=torch.tensor([1.0]), returns=torch.tensor([0.0])), sym)
+    # the new policy: the old one, a step of 0.01 on, on both halves (it acts the same on s and mirror s)
+    mean, std = (old_mean + 0.01).repeat(2, 1), old_std.repeat(2, 1)
+    cfg = SimpleNamespace(schedule="adaptive", clip_param=0.2)
+    surrogate, _, stats = GaussianHead.surrogate(mean, std, mb, cfg)
+    torch.testing.assert_close(stats["kl"], gaussian_kl(old_mean, old_std, old_mean + 0.01, old_std).mean())
+    assert stats["kl"] < 1e-3 < gaussian_kl(mb.old_mean, mb.old_std, mean, std).mean()  # the twins' KL is large
+    full = GaussianHead.surrogate(mean, std, mb.__class__(**{**mb.__dict__, "collected": None}), cfg)[0]
+    torch.testing.assert_close(surrogate, full)  # the surrogate is over every sample either way
 
 
 def test_symmetry_settings_are_checked(tmp_path) -> None:

@@ -59,6 +59,7 @@ def mirror_minibatch(mb: Minibatch, sym: Symmetry) -> Minibatch:
         old_values=twice(mb.old_values),
         advantages=twice(mb.advantages),
         returns=twice(mb.returns),
+        collected=len(mb.actions),
     )
 
 

@@ -25,6 +25,11 @@ class Minibatch:
     returns: torch.Tensor
     extra: dict[str, torch.Tensor] = field(default_factory=dict)
     """Learner-specific per-sample tensors (FPO's noise, times and flow-matching losses)."""
+    collected: int | None = None
+    """With symmetry augmentation: the first ``collected`` samples are the collected ones, the rest their
+    mirror images. The adaptive-KL signal and the entropy read the collected ones only (as rsl_rl):
+    over the twins, the KL would measure how asymmetric the old policy was, not the step size, and
+    pin the learning rate at its floor. None: every sample was collected."""
     sequences: Sequences | None = None
     """For a recurrent model: the samples are ``T`` steps of ``B`` whole envs (time-major ``[T * B]``)
     and this says where their trajectories start and from which memory states."""
