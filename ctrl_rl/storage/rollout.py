@@ -48,7 +48,7 @@ class Sequences:
     and ``critic`` when the critic has a memory)."""
 
 
-_MINIBATCH_FIELDS = {f.name for f in fields(Minibatch)} - {"extra", "sequences"}
+_MINIBATCH_FIELDS = {f.name for f in fields(Minibatch)} - {"extra", "sequences", "collected"}
 
 
 class RolloutStorage:
