@@ -145,6 +145,7 @@ def test_the_adaptive_kl_reads_the_collected_samples_not_their_mirror_images() -
     """An asymmetric old policy has a large KL to the mirrored twins however small the step; measured
     over the augmented batch it pinned the learning rate at its floor (ctrl_quad stopped learning).
     The KL and entropy read the collected half; the surrogate reads both halves."""
+    from dataclasses import replace
     from types import SimpleNamespace
 
     from ctrl_rl.algos.heads import GaussianHead
@@ -164,7 +165,7 @@ def test_the_adaptive_kl_reads_the_collected_samples_not_their_mirror_images() -
     surrogate, _, stats = GaussianHead.surrogate(mean, std, mb, cfg)
     torch.testing.assert_close(stats["kl"], gaussian_kl(old_mean, old_std, old_mean + 0.01, old_std).mean())
     assert stats["kl"] < 1e-3 < gaussian_kl(mb.old_mean, mb.old_std, mean, std).mean()  # the twins' KL is large
-    full = GaussianHead.surrogate(mean, std, mb.__class__(**{**mb.__dict__, "collected": None}), cfg)[0]
+    full = GaussianHead.surrogate(mean, std, replace(mb, collected=None), cfg)[0]
     torch.testing.assert_close(surrogate, full)  # the surrogate is over every sample either way
 
 

@@ -47,16 +47,21 @@ class CTSActor(nn.Module):
         s, p = y[:, : self.student_dim], y[:, self.student_dim : self.student_dim + self.teacher_dim]
         return self.student_encoder(s), self.teacher_encoder(p), s
 
-    def distribution_and_latent_loss(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(mean, std, mean((z_student - sg(z_teacher))^2))``: the policy of each sample's role and the
-        latent regression over the samples of both roles, from one pass of the encoders."""
+    def _policy(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(mean, std, z_student, z_teacher)``: each sample's policy from its role's latent."""
         z_s, z_t, s = self.latents(x)
         z = torch.where(x[:, -1:] > 0.5, z_t, z_s.detach())  # the student encoder: latent loss only
         mean, std = self.policy.distribution(torch.cat([z, s], -1))
+        return mean, std, z_s, z_t
+
+    def distribution_and_latent_loss(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(mean, std, mean((z_student - sg(z_teacher))^2))``: the policy of each sample's role and the
+        latent regression over the samples of both roles, from one pass of the encoders."""
+        mean, std, z_s, z_t = self._policy(x)
         return mean, std, ((z_s - z_t.detach()) ** 2).mean()
 
     def distribution(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.distribution_and_latent_loss(x)[:2]
+        return self._policy(x)[:2]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.distribution(x)[0]
