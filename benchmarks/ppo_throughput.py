@@ -26,6 +26,10 @@ Not matched (each framework's normal way of working, measured as is):
   24-step rollouts the timed window (steps 24..264) holds one such wave for every framework
   as long as all run the same number of iterations (mind ``--sb3-iterations``).
 
+``ours`` runs with ``runner.keep_heap=true``, its default on CPU: glibc keeps freed memory in the
+heap, so the update's large tensors do not page-fault at every use (``ctrl_rl/utils/heap.py``).
+``ours_no_keep_heap`` turns that off, and ``rsl_rl_keep_heap`` gives rsl_rl's process the same
+setting, so the table separates what the allocator buys from what the code does.
 ``ours_compiled`` is ours with ``algo.compile=true``. Its children run with
 ``TORCHINDUCTOR_CACHE_DIR`` set to a fresh directory: the warm-up iteration of the first run
 traces and generates code (``compile_s`` = that iteration less a timed one), a second one-iteration
@@ -54,9 +58,10 @@ from typing import Any
 
 import torch
 
-FRAMEWORKS = ("ours", "ours_compiled", "rsl_rl", "sb3")
+FRAMEWORKS = ("ours", "ours_compiled", "ours_no_keep_heap", "rsl_rl", "rsl_rl_keep_heap", "sb3")
 MARK = "BENCH_JSON "
-OBS_NORM = {"ours": "on", "ours_compiled": "on", "rsl_rl": "on", "sb3": "off (none built in)"}
+OBS_NORM = {"ours": "on", "ours_compiled": "on", "ours_no_keep_heap": "on", "rsl_rl": "on",
+            "rsl_rl_keep_heap": "on", "sb3": "off (none built in)"}
 HPARAMS = {"learning_rate": 1e-3, "clip": 0.2, "gamma": 0.99, "lam": 0.95, "value_coef": 1.0,
            "entropy_coef": 0.01, "max_grad_norm": 1.0}
 """The PPO hyperparameters all three get (rsl_rl's defaults)."""
@@ -76,7 +81,7 @@ def _result(args: argparse.Namespace, iters: int, wall: float, collect: float,
             "update_s": update}
 
 
-def bench_ours(args: argparse.Namespace, compile: bool = False) -> dict:
+def bench_ours(args: argparse.Namespace, compile: bool = False, keep_heap: bool = True) -> dict:
     """Ours, eager or with ``algo.compile=true``; ``first_s`` is the warm-up iteration's wall clock
     (with compile: tracing and code generation, or loading them from the inductor cache)."""
     from ctrl_rl.app.configure import load_train_config
@@ -94,6 +99,7 @@ def bench_ours(args: argparse.Namespace, compile: bool = False) -> dict:
         f"algo.value_loss_coef={HPARAMS['value_coef']}",
         f"algo.entropy_coef={HPARAMS['entropy_coef']}",
         f"algo.max_grad_norm={HPARAMS['max_grad_norm']}", f"algo.compile={str(compile).lower()}",
+        f"runner.keep_heap={str(keep_heap).lower()}",
     ])
     runner = OnPolicyRunner(_make_env(args), cfg, log_dir=None)
     start = time.perf_counter()
@@ -138,8 +144,13 @@ def rsl_rl_env(env: Any, seed: int) -> Any:
     return RslRlEnv()
 
 
-def bench_rsl_rl(args: argparse.Namespace) -> dict:
+def bench_rsl_rl(args: argparse.Namespace, keep_heap: bool = False) -> dict:
     from rsl_rl.runners import OnPolicyRunner as RslRunner
+
+    if keep_heap:  # the allocator setting our runner makes on CPU, given to rsl_rl's process
+        from ctrl_rl.utils.heap import keep_freed_memory
+
+        keep_freed_memory()
 
     mlp = {"class_name": "MLPModel", "hidden_dims": list(args.hidden), "activation": "elu",
            "obs_normalization": True}
@@ -261,7 +272,9 @@ def bench_sb3(args: argparse.Namespace) -> dict:
 
 
 BENCHES = {"ours": bench_ours, "ours_compiled": lambda args: bench_ours(args, compile=True),
-           "rsl_rl": bench_rsl_rl, "sb3": bench_sb3}
+           "ours_no_keep_heap": lambda args: bench_ours(args, keep_heap=False),
+           "rsl_rl": bench_rsl_rl, "rsl_rl_keep_heap": lambda args: bench_rsl_rl(args, keep_heap=True),
+           "sb3": bench_sb3}
 
 
 def run_child(name: str, args: argparse.Namespace, iterations: int | None = None,

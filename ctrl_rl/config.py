@@ -190,6 +190,9 @@ class RunnerConfig:
     """Resume from ``latest`` (newest run of this algo/task) or a run dir / ``model_<it>.pt``."""
     progress: bool = True
     """Show the live progress line (steps/s, ETA)."""
+    keep_heap: bool = True
+    """On CPU (glibc), keep freed memory in the heap instead of returning large blocks to the kernel,
+    so the update's large tensors do not page-fault at every step (``ctrl_rl/utils/heap.py``)."""
 
     def __post_init__(self) -> None:
         _positive(self, "runner", "max_iterations", "save_interval")

@@ -379,14 +379,19 @@ class VelocityTask:
         self.last_contact = contact
         return terms
 
-    def perturb(self, physics: Any, episode_length: torch.Tensor, gen: torch.Generator) -> None:
-        """Random base velocity kicks every ``push_interval_s`` of an episode."""
+    def perturb(self, physics: Any, episode_length: torch.Tensor, gen: torch.Generator) -> bool:
+        """Random base velocity kicks every ``push_interval_s`` of an episode. Returns whether any
+        world may have been moved (False only when certainly none was)."""
         if self.push_every <= 0:
-            return
+            return False
         rows = (episode_length % self.push_every == 0) & (episode_length > 0)
+        kick = self._uniform(gen, -self.cfg.push_velocity, self.cfg.push_velocity, self.num_envs, 2)
+        if self.device.type == "cpu" and not bool(rows.any()):
+            return False  # the kick is still drawn: the generator's stream does not depend on the check
         qvel = physics.qvel.float().clone()
-        qvel[:, :2] += self._uniform(gen, -self.cfg.push_velocity, self.cfg.push_velocity, self.num_envs, 2)
+        qvel[:, :2] += kick
         physics.write_rows(rows, physics.qpos.float().clone(), qvel)
+        return True
 
     def sample_obs_noise(self, gen: torch.Generator) -> torch.Tensor | None:
         """Uniform [-1, 1] noise for one step's policy observation (``None`` when off).

@@ -144,10 +144,15 @@ class MjVecEnv(VecEnv):
         self._reset_rows(done)
         self.episode_length.masked_fill_(done, 0)
         self.episode_return.masked_fill_(done, 0.0)
-        self.task.perturb(self.physics, self.episode_length, self._generator)
-        obs = self.task.observe(self.physics, noise)
-        info = {"final_obs": {k: torch.where(done[:, None], v, obs[k]) for k, v in final_obs.items()},
-                "episode": episode, "log": log, "metrics": self.task.metrics}
+        pushed = self.task.perturb(self.physics, self.episode_length, self._generator)
+        if self.device.type == "cpu" and not pushed and not bool(done.any()):
+            # nothing moved since final_obs was read: the same observation (on a GPU the check
+            # would cost a host sync every step, so there it is always recomputed)
+            obs, final = final_obs, final_obs
+        else:
+            obs = self.task.observe(self.physics, noise)
+            final = {k: torch.where(done[:, None], v, obs[k]) for k, v in final_obs.items()}
+        info = {"final_obs": final, "episode": episode, "log": log, "metrics": self.task.metrics}
         return obs, reward, terminated, truncated, info
 
     # -- state ------------------------------------------------------------------------------

@@ -227,3 +227,25 @@ def test_export_carries_robot_metadata_and_obs_recompute_with_numpy(tmp_path):
     huge = np.full((2, 45), 1e4, dtype=np.float32) * np.array([[1.0], [-1.0]], dtype=np.float32)
     actions = bundle(huge)
     assert np.abs(actions).max() <= meta["action_clip"] == 10.0
+
+
+@pytest.mark.parametrize("task", [TASK, "humanoid_velocity_flat", "quadruped_velocity_rough"])
+def test_a_step_nothing_moved_after_reuses_its_observation_bit_exactly(task):
+    """When no env ended and no push landed, ``MjVecEnv.step`` returns the observation it read for
+    ``final_obs`` instead of reading it again: the same bits as reading it again, across ends and pushes."""
+    kw = {"episode_length_s": 0.4, "push_interval_s": 0.1, "push_velocity": 0.5}
+    if task == "quadruped_velocity_rough":
+        kw["terrain"] = {"num_rows": 2, "num_cols": 2}
+    fast, slow = (make_env("mujoco", task, 4, seed=3, **kw) for _ in range(2))
+    perturb = slow.task.perturb
+    slow.task.perturb = lambda *a: perturb(*a) or True  # always observe again
+    gen = torch.Generator().manual_seed(0)
+    reused = 0
+    for _ in range(45):
+        a = torch.rand(4, fast.action_dim, generator=gen) * 2 - 1
+        (o1, r1, te1, tr1, i1), (o2, r2, te2, tr2, i2) = fast.step(a), slow.step(a)
+        reused += o1 is i1["final_obs"]
+        assert torch.equal(r1, r2) and torch.equal(te1, te2) and torch.equal(tr1, tr2)
+        for g in o2:
+            assert torch.equal(o1[g], o2[g]) and torch.equal(i1["final_obs"][g], i2["final_obs"][g])
+    assert reused > 10  # the shortcut was taken, not only the full path

@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
+
 import ctrl_rl
 from ctrl_rl import distributed
 from ctrl_rl.algos import make_algorithm
@@ -33,6 +35,7 @@ from ctrl_rl.utils.checkpoint import (
     set_rng_state,
 )
 from ctrl_rl.utils.guards import FiniteWatch, check_learner_finite
+from ctrl_rl.utils.heap import keep_freed_memory
 from ctrl_rl.utils.interrupts import Interrupted, stop_requested
 from ctrl_rl.utils.logger import EpisodeStats, TrainLogger, close_quietly
 from ctrl_rl.utils.profiling import StageTimer
@@ -58,6 +61,8 @@ class Runner:
 
     def __init__(self, env: VecEnv, cfg: TrainConfig, log_dir: Path | None = None):
         self.env, self.cfg, self.log_dir = env, cfg, log_dir
+        if cfg.runner.keep_heap and torch.device(env.device).type == "cpu":
+            keep_freed_memory()
         self.rank, self.world_size = distributed.rank(), distributed.world_size()
         self.env_seed = distributed.rank_seed(cfg.seed)
         self.alg = make_algorithm(cfg.algo, env.obs_dims, env.action_dim, env.num_envs, env.device,
