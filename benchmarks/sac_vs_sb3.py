@@ -16,11 +16,16 @@ with ``evaluate_policy(deterministic=True)`` on a ``DummyVecEnv`` of that many e
 each), ours with ``ctrl_rl.app.evaluate.evaluate`` on the final checkpoint. Every evaluation of every
 run, both frameworks, starts its episodes from the same states.
 
-Part 2 (parallel envs, Pendulum-v1): ours at ``--parallel-envs`` envs (64) and
-``--parallel-updates`` gradient steps per iteration (one env step of every env), evaluated as
-above every ``--eval-every`` env steps with the clock paused; its wall clock to SB3's final return
-(mean over SB3's seeds; first evaluation at or above it) against SB3's mean training wall clock.
-The Pendulum runs of part 1 get the same evaluation curve, so their time to that return shows too.
+Part 2 (parallel envs, Pendulum-v1): ours on a recipe for wall clock: ``--parallel-envs`` envs
+(64), ``--parallel-updates`` gradient steps per iteration (32: one env step of every env, half a
+gradient step per env step), nets ``--parallel-hidden`` (64, 64) and learning rate
+``--parallel-lr`` (1e-3), evaluated as above every ``--eval-every`` env steps with the clock paused;
+its wall clock to SB3's final return of part 1 (mean over SB3's seeds; first evaluation at or above
+it) against SB3's mean training wall clock of part 1 (``wallclock_ratio``). SB3 runs the same
+recipe as the control (``sb3 x64``: a ``DummyVecEnv`` of as many envs, ``gradient_steps`` as
+ours): ``vs_sb3_same_recipe`` is its time over ours, the part of the ratio that is the framework
+rather than the recipe. The Pendulum runs of part 1 get the same evaluation curve, so their time
+to that return shows too.
 
 Matched (both frameworks, every run): 1 env in part 1, batch 256, replay 1e6, gamma 0.99,
 tau 0.005 (Polyak every gradient step), one Adam lr 3e-4 for actor, critics and temperature
@@ -47,8 +52,8 @@ Not matched (each framework's own way of working, measured as is):
   converts at the gymnasium adapter; neither logs to disk (ours ``log_dir=None``: no TensorBoard
   or checkpoints while timed; SB3 ``verbose=0``, no ``tensorboard_log``).
 
-Part 2 changes only ``env.num_envs`` and ``algo.num_updates`` (and the env-step budget); every
-other setting is part 1's.
+Part 2 changes only the env count, gradient steps per iteration, hidden sizes and learning rate
+(and the env-step budget), for both frameworks alike; every other setting is part 1's.
 
 Usage::
 
@@ -77,9 +82,15 @@ HPARAMS = {"batch_size": 256, "buffer_size": 1_000_000, "gamma": 0.99, "tau": 0.
 
 
 # ---------------------------------------------------------------------------------- children
+def _recipe(spec: dict) -> tuple[list[int], float]:
+    """(hidden sizes, learning rate) of this run: HPARAMS', or part 2's recipe where it sets them."""
+    return list(spec.get("hidden", HPARAMS["hidden"])), float(spec.get("learning_rate", HPARAMS["learning_rate"]))
+
+
 def _ours_overrides(spec: dict) -> list[str]:
-    h, lr = HPARAMS, HPARAMS["learning_rate"]
-    hidden = "[" + ",".join(map(str, h["hidden"])) + "]"
+    h = HPARAMS
+    hidden_sizes, lr = _recipe(spec)
+    hidden = "[" + ",".join(map(str, hidden_sizes)) + "]"
     return [
         "algo=sac", "sim=gymnasium", f"task={spec['task']}", f"env.num_envs={spec['num_envs']}",
         f"seed={spec['seed']}", "device=cpu", "runner.progress=false",
@@ -146,9 +157,11 @@ def run_sb3(spec: dict) -> dict:
     from stable_baselines3.common.monitor import Monitor
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    if spec["num_envs"] != 1 or spec["num_updates"] != 1:
-        raise ValueError("SB3 runs here are 1 env, 1 gradient step per env step")
     h = HPARAMS
+    hidden, lr = _recipe(spec)
+    n = spec["num_envs"]
+    if spec["eval_every"] % n:
+        raise ValueError(f"--eval-every must be a multiple of the env count {n}")
     eval_env = DummyVecEnv([lambda: Monitor(gym.make(spec["task"]))] * spec["eval_episodes"])
 
     def evaluate(model: Any) -> tuple[float, float]:
@@ -179,11 +192,11 @@ def run_sb3(spec: dict) -> dict:
             return True
 
     model = SAC(
-        "MlpPolicy", Monitor(gym.make(spec["task"])), learning_rate=h["learning_rate"],
+        "MlpPolicy", DummyVecEnv([lambda: Monitor(gym.make(spec["task"]))] * n), learning_rate=lr,
         buffer_size=h["buffer_size"], learning_starts=spec["learning_starts"],
         batch_size=h["batch_size"], tau=h["tau"], gamma=h["gamma"], train_freq=1,
-        gradient_steps=1, ent_coef=f"auto_{h['init_alpha']}", target_entropy="auto",
-        policy_kwargs={"net_arch": list(h["hidden"]), "activation_fn": torch.nn.ReLU},
+        gradient_steps=spec["num_updates"], ent_coef=f"auto_{h['init_alpha']}", target_entropy="auto",
+        policy_kwargs={"net_arch": hidden, "activation_fn": torch.nn.ReLU},
         seed=spec["seed"], device="cpu", verbose=0,
     )
     cb = Curve()
@@ -301,6 +314,12 @@ def main(argv: list[str] | None = None) -> None:
                    help="gradient steps per iteration (one env step of every env) at --parallel-envs")
     p.add_argument("--parallel-steps", type=int, default=16_384, help="env steps, all envs")
     p.add_argument("--parallel-seeds", type=int, nargs="+", default=[1, 2, 3])
+    p.add_argument("--parallel-hidden", type=int, nargs="+", default=[64, 64],
+                   help="part 2's actor and critic hidden sizes (both frameworks)")
+    p.add_argument("--parallel-lr", type=float, default=1e-3,
+                   help="part 2's learning rate of actor, critics and temperature (both frameworks)")
+    p.add_argument("--no-sb3-parallel", action="store_true",
+                   help="skip SB3 on part 2's recipe (the control that separates recipe from framework)")
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--eval-seed", type=int, default=12345, help="sub-env i of the eval env: this + i")
     p.add_argument("--eval-every", type=int, default=512,
@@ -325,9 +344,9 @@ def main(argv: list[str] | None = None) -> None:
             "eval_seed": args.eval_seed, "threads": args.threads}
 
     def run(framework: str, task: str, seed: int, steps: int, eval_every: int,
-            num_envs: int = 1, num_updates: int = 1) -> dict:
+            num_envs: int = 1, num_updates: int = 1, recipe: dict | None = None) -> dict:
         spec = {**base, "framework": framework, "task": task, "seed": seed, "steps": steps,
-                "eval_every": eval_every, "num_envs": num_envs, "num_updates": num_updates}
+                "eval_every": eval_every, "num_envs": num_envs, "num_updates": num_updates, **(recipe or {})}
         t = time.perf_counter()
         r = run_child(spec, args.timeout)
         status = r.get("error") or (f"return {r['final_return']:.1f}, train {r['train_s']:.1f} s")
@@ -348,11 +367,16 @@ def main(argv: list[str] | None = None) -> None:
         for seed in args.mujoco_seeds:
             for fw in ("sb3", "ours"):
                 results[mj].append((fw, seed, run(fw, mj, seed, args.mujoco_steps, 0)))
-    # part 2: ours at many envs
-    par_label = f"ours x{args.parallel_envs}"
-    parallel = [(par_label, seed, run("ours", pend, seed, args.parallel_steps, args.eval_every,
-                                      args.parallel_envs, args.parallel_updates))
-                for seed in args.parallel_seeds]
+    # part 2: ours at many envs on its recipe; SB3 on the same recipe as the control
+    par_label, sb3_par_label = f"ours x{args.parallel_envs}", f"sb3 x{args.parallel_envs}"
+    recipe = {"hidden": args.parallel_hidden, "learning_rate": args.parallel_lr}
+    parallel: list[tuple[str, int, dict]] = []
+    for seed in args.parallel_seeds:
+        for fw, label in (("ours", par_label), ("sb3", sb3_par_label)):
+            if fw == "sb3" and args.no_sb3_parallel:
+                continue
+            parallel.append((label, seed, run(fw, pend, seed, args.parallel_steps, args.eval_every,
+                                              args.parallel_envs, args.parallel_updates, recipe)))
     total_wall = time.perf_counter() - wall_start
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(
@@ -380,21 +404,21 @@ def main(argv: list[str] | None = None) -> None:
           f"| env steps to target | wall s to target | env steps to within {pct} "
           f"| wall s to within {pct} |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    to_target: list[float] = []
-    to_tol: list[float] = []
+    to_target: dict[str, list[float]] = {par_label: [], sb3_par_label: []}
+    to_tol: dict[str, list[float]] = {par_label: [], sb3_par_label: []}
     for label, seed, r in [*results[pend], *parallel]:
         if "error" in r:
             print(f"| {label} | {seed} | failed: {r['error']} | | | | | | | |")
             continue
         secs, steps = _time_to(r["curve"], sb3_return), _steps_to(r["curve"], sb3_return)
         tsecs, tsteps = _time_to(r["curve"], tol_target), _steps_to(r["curve"], tol_target)
-        if label == par_label:
-            to_target.append(secs)
-            to_tol.append(tsecs)
+        if label in to_target:
+            to_target[label].append(secs)
+            to_tol[label].append(tsecs)
         print(f"| {label} | {seed} | {r['env_steps']:,} | {r['grad_steps']:,} | "
               f"{r['final_return']:.1f} | {r['train_s']:.1f} | {_fmt(steps, ',.0f')} | "
               f"{_fmt(secs)} | {_fmt(tsteps, ',.0f')} | {_fmt(tsecs)} |")
-    par_ok = [r for _, _, r in parallel if "error" not in r]
+    par_ok = [r for label, _, r in parallel if label == par_label and "error" not in r]
     par_return = mean(r["final_return"] for r in par_ok) if par_ok else math.nan
 
     def summary(times: list[float]) -> tuple[int, float, float]:
@@ -403,13 +427,23 @@ def main(argv: list[str] | None = None) -> None:
         secs = mean(times) if times and len(reached) == len(times) else math.nan
         return len(reached), secs, (sb3_wall / secs if secs and not math.isnan(secs) else math.nan)
 
-    n_reached, par_time, ratio = summary(to_target)
-    n_tol, tol_time, tol_ratio = summary(to_tol)
-    print(f"\n{par_label} ({args.parallel_updates} gradient steps per iteration of "
-          f"{args.parallel_envs} env steps) against SB3's {_fmt(sb3_wall)} s of training: "
-          f"SB3's return reached in {n_reached}/{len(to_target)} seeds, mean {_fmt(par_time)} s, "
-          f"{_fmt(ratio, '.2f')}x; within {pct} of it in {n_tol}/{len(to_tol)} seeds, mean "
-          f"{_fmt(tol_time)} s, {_fmt(tol_ratio, '.2f')}x (goal >= 3x)")
+    print(f"\nPart 2 recipe: {args.parallel_envs} envs, {args.parallel_updates} gradient steps per "
+          f"iteration of {args.parallel_envs} env steps, nets {args.parallel_hidden}, lr {args.parallel_lr}; "
+          f"against SB3's {_fmt(sb3_wall)} s of training in part 1:")
+    times: dict[str, tuple[float, float]] = {}
+    for label in (par_label, sb3_par_label):
+        if not to_target[label]:
+            continue
+        n_reached, secs, ratio = summary(to_target[label])
+        n_tol, tol_secs, tol_ratio = summary(to_tol[label])
+        times[label] = (secs, tol_secs)
+        print(f"  {label}: SB3's return reached in {n_reached}/{len(to_target[label])} seeds, mean "
+              f"{_fmt(secs)} s, {_fmt(ratio, '.2f')}x; within {pct} of it in {n_tol}/"
+              f"{len(to_tol[label])} seeds, mean {_fmt(tol_secs)} s, {_fmt(tol_ratio, '.2f')}x"
+              f"{' (goal >= 3x)' if label == par_label else ''}")
+    par_time, tol_time = times.get(par_label, (math.nan, math.nan))
+    ratio, tol_ratio = sb3_wall / par_time, sb3_wall / tol_time
+    sb3_par_time, sb3_tol_time = times.get(sb3_par_label, (math.nan, math.nan))
     print(f"Pendulum-v1 at {args.pendulum_steps:,} env steps: ours {_fmt(ours_return)} vs SB3 "
           f"{_fmt(sb3_return)} (goal: same or better)")
     print(f"whole benchmark: {total_wall:.0f} s")
@@ -419,7 +453,10 @@ def main(argv: list[str] | None = None) -> None:
               f"sb3_wall_s={sb3_wall:.1f} ours{args.parallel_envs}_return={par_return:.1f} "
               f"ours{args.parallel_envs}_s_to_sb3_return={par_time:.1f} "
               f"wallclock_ratio={ratio:.3g} ours{args.parallel_envs}_s_to_within_{pct[:-1]}pct="
-              f"{tol_time:.1f} wallclock_ratio_within_{pct[:-1]}pct={tol_ratio:.3g}")
+              f"{tol_time:.1f} wallclock_ratio_within_{pct[:-1]}pct={tol_ratio:.3g} "
+              f"sb3_{args.parallel_envs}_s_to_sb3_return={sb3_par_time:.1f} "
+              f"vs_sb3_same_recipe={sb3_par_time / par_time:.3g} "
+              f"vs_sb3_same_recipe_within_{pct[:-1]}pct={sb3_tol_time / tol_time:.3g}")
     if mj:
         k = _key(mj)
         rows = results[mj]

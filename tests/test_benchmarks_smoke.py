@@ -120,11 +120,11 @@ def test_sac_vs_sb3_runs_tiny() -> None:
     last = proc.stdout.strip().splitlines()[-1]
     assert last.startswith("RESULT task=Pendulum-v1 "), proc.stdout
     values = dict(kv.split("=", 1) for kv in last.split()[1:])
-    for key in ("ours_return", "sb3_return", "wallclock_ratio", "InvertedDoublePendulum_ours_return",
-                "InvertedDoublePendulum_sb3_return"):
+    for key in ("ours_return", "sb3_return", "wallclock_ratio", "vs_sb3_same_recipe",
+                "InvertedDoublePendulum_ours_return", "InvertedDoublePendulum_sb3_return"):
         assert values[key] != "nan", f"{key}=nan:\n{proc.stdout}"
     assert float(values["ours_return"]) < 0 < float(values["InvertedDoublePendulum_ours_return"])
-    for row in ("| sb3 | 1 |", "| ours | 1 |", "| ours x64 | 1 |"):
+    for row in ("| sb3 | 1 |", "| ours | 1 |", "| ours x64 | 1 |", "| sb3 x64 | 1 |"):
         assert row in proc.stdout, f"row {row!r} missing:\n{proc.stdout}"
 
 

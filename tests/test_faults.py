@@ -408,6 +408,9 @@ def test_sentinel_buffers_are_not_divergence_but_statistics_are():
 
     alg = Learner()
     check_learner_finite(alg, 1)  # the sentinel alone is fine
+    alg.obs_normalizer.var.fill_(3e38)  # finite, though its sum overflows (the check's fast path)
+    check_learner_finite(alg, 1)
+    alg.obs_normalizer.var.fill_(1.0)
     alg.obs_normalizer.var[1] = float("inf")
     with pytest.raises(NonFiniteError, match=r"obs_normalizer.var \(statistics\) became NaN/inf in iteration 2"):
         check_learner_finite(alg, 2)

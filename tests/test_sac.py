@@ -89,6 +89,29 @@ def test_compiled_update_matches_eager(flag):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
+def test_each_loss_backpropagates_into_its_own_parameters_only():
+    """The actor's loss runs through the critics: its backward must leave their gradients as the
+    critic step made them (no wasted weight-gradient matmuls, nothing added to the critic's)."""
+    cfg = SACConfig(learning_starts=0, batch_size=32, buffer_size=512, actor_hidden=[16], critic_hidden=[16])
+    alg = SAC(cfg, {"policy": 3}, 1, 4, "cpu", seed=1)
+    fill(alg, 20)
+    critic_grads: list[list[torch.Tensor]] = []
+    real_step = alg._step
+
+    def step(optimizer, loss, module):
+        real_step(optimizer, loss, module)
+        critic_grads.append([p.grad.clone() for p in alg.model.critic.parameters()])
+
+    alg._step = step
+    alg.update()
+    assert len(critic_grads) == 3  # critic, actor, temperature
+    for after_critic, after_actor in zip(critic_grads[0], critic_grads[1], strict=True):
+        torch.testing.assert_close(after_actor, after_critic, rtol=0, atol=0)
+    assert all(p.grad is not None for p in alg.model.actor.parameters() if p.requires_grad)
+    assert all(g["fused"] for o in (alg.actor_optimizer, alg.critic_optimizer, alg.alpha_optimizer)
+               for g in o.param_groups)  # on the CPU: one kernel per step
+
+
 def test_config_errors_name_the_fix():
     with pytest.raises(ConfigError, match="algo.critic_aggregation: must be one of: min, mean"):
         load_train_config(["algo=sac", "algo.critic_aggregation=max"])

@@ -169,13 +169,6 @@ class PQL(OffPolicyLearner[PQLConfig, PQLModel]):
         self.target_box.publish(m.actor_target)
         self.stats.add("policy", {"actor": loss.detach()})
 
-    def _step(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor, module: nn.Module) -> None:
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self.cfg.max_grad_norm > 0:
-            nn.utils.clip_grad_norm_(module.parameters(), self.cfg.max_grad_norm)
-        optimizer.step()
-
     def pop_stats(self) -> dict[str, float]:
         """Mean losses since the last call, plus buffer fill (called once per iteration)."""
         out = self.stats.pop()
