@@ -26,6 +26,7 @@ def ctrl_rl(*args: str, cwd=None) -> subprocess.CompletedProcess:
         ("sim=bullet", "unknown sim 'bullet'; choose one of: gymnasium, isaacgym, isaaclab, mjlab, mjwarp, mujoco, "
                        "torch"),
         ("algo.critic_obs=[privileged]", "names observation group(s) ['privileged']"),
+        ("tune=fastest", "unknown tune 'fastest'; choose one of: cts_quadruped_velocity_flat, "),
         ("+task.kwargs.gravity=5", "task 'pendulum' has no parameter 'gravity' (task.kwargs); valid: g, m, l"),
         ("env.num_envs=1 algo.num_steps_per_env=4", "algo.num_minibatches: a batch of 4 samples"),
         pytest.param("device=cuda", "device: 'cuda' is not available on this machine",
@@ -40,6 +41,18 @@ def test_bad_config_is_one_line_error_naming_the_fix(tmp_path, override, expecte
     assert len(lines) == 1, r.stderr
     assert expected in lines[0], lines[0]
     assert not list(tmp_path.rglob("params"))  # failed before any work: no run directory
+
+
+def test_a_tune_preset_replaces_the_pairs_tuned_settings():
+    """``tune=<file>`` picks other tuned settings (on top of what that file names as its base)."""
+    from ctrl_rl.app.configure import load_train_config
+
+    base = load_train_config(["task=quadruped_velocity_flat"])
+    fast = load_train_config(["task=quadruped_velocity_flat", "tune=ppo_quadruped_velocity_flat_fast",
+                              "env.num_envs=256"])
+    assert (base.env.num_envs, base.algo.desired_kl, base.algo.compile) == (1024, 0.01, False)
+    assert (fast.env.num_envs, fast.algo.desired_kl, fast.algo.compile) == (256, 0.03, True)  # overrides still win
+    assert fast.algo.actor_hidden == base.algo.actor_hidden and fast.algo.num_steps_per_env == 24
 
 
 def test_unknown_key_lists_valid_keys(tmp_path):

@@ -26,8 +26,10 @@ def config_dir() -> Path:
     return Path(pkg.__file__).resolve().parent
 
 
-GROUPS = ("algo", "task", "sim")
-"""Config groups chosen by ``group=<choice>``; their keys are set by ``group.key=value``."""
+GROUPS = ("algo", "task", "sim", "tune")
+"""Config groups chosen by ``group=<choice>``; their keys are set by ``group.key=value``.
+``tune=<file>`` picks other tuned settings than ``configs/tune/<algo>_<task>.yaml`` (a preset such
+as ``ppo_quadruped_velocity_flat_fast``); it holds values of the sections, and has no keys of its own."""
 SECTIONS = {"algo": None, "task": TaskConfig, "sim": SimConfig, "env": EnvConfig, "runner": RunnerConfig}
 """Top-level sections and their schemas (``algo``'s is the chosen learner's)."""
 SCALARS = ("seed", "device", "profile", "dataset")
