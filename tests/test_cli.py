@@ -45,7 +45,8 @@ def test_bad_config_is_one_line_error_naming_the_fix(tmp_path, override, expecte
 
 def test_a_tune_preset_replaces_the_pairs_tuned_settings():
     """``tune=<file>`` picks other tuned settings (on top of what that file names as its base)."""
-    from ctrl_rl.app.configure import load_train_config
+    from ctrl_rl.app.configure import apply_overrides, load_train_config
+    from ctrl_rl.config import ConfigError
 
     base = load_train_config(["task=quadruped_velocity_flat"])
     fast = load_train_config(["task=quadruped_velocity_flat", "tune=ppo_quadruped_velocity_flat_fast",
@@ -53,6 +54,8 @@ def test_a_tune_preset_replaces_the_pairs_tuned_settings():
     assert (base.env.num_envs, base.algo.desired_kl, base.algo.compile) == (1024, 0.01, False)
     assert (fast.env.num_envs, fast.algo.desired_kl, fast.algo.compile) == (256, 0.03, True)  # overrides still win
     assert fast.algo.actor_hidden == base.algo.actor_hidden and fast.algo.num_steps_per_env == 24
+    with pytest.raises(ConfigError, match="a resumed run keeps its checkpoint's"):
+        apply_overrides(base, ["tune=ppo_quadruped_velocity_flat_fast"])  # what a resume does with it
 
 
 def test_unknown_key_lists_valid_keys(tmp_path):

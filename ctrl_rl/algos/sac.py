@@ -48,10 +48,12 @@ class SAC(OffPolicyLearner[SACConfig, SACModel]):
 
     def _setup(self, seed: int, inference_only: bool) -> None:
         cfg, m = self.cfg, self.model
-        self.actor_optimizer = self._adam(m.actor.parameters(), cfg.actor_learning_rate)
-        self.critic_optimizer = self._adam(m.critic.parameters(), cfg.critic_learning_rate)
+        capturable = cfg.cudagraphs and self.device.type == "cuda"  # Adam's step count stays on the GPU
+        self.actor_optimizer = torch.optim.Adam(m.actor.parameters(), lr=cfg.actor_learning_rate, capturable=capturable)
+        self.critic_optimizer = torch.optim.Adam(m.critic.parameters(), lr=cfg.critic_learning_rate,
+                                                 capturable=capturable)
         self.log_alpha = torch.tensor(math.log(cfg.init_alpha), device=self.device, requires_grad=True)
-        self.alpha_optimizer = self._adam([self.log_alpha], cfg.alpha_learning_rate)
+        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_learning_rate, capturable=capturable)
         self.target_entropy = -cfg.target_entropy_scale * self.action_dim
         # Per-env exploration: env i samples with its std scaled by levels[i] (PQL's mixed exploration).
         self.exploration = torch.linspace(cfg.exploration_scale_min, cfg.exploration_scale_max, self.num_envs,
@@ -173,13 +175,6 @@ class SAC(OffPolicyLearner[SACConfig, SACModel]):
                 stats["alpha_loss"] = torch.zeros((), device=self.device)
         polyak_update(m.critic_target, m.critic, cfg.tau)
         return stats
-
-    def _adam(self, params: Any, lr: float) -> torch.optim.Adam:
-        """Adam with the whole step in one kernel on the CPU (``fused``: half the time of the
-        per-tensor loop at these sizes); on the GPU under CUDA graphs its step count stays there."""
-        if self.device.type == "cpu":
-            return torch.optim.Adam(params, lr=lr, fused=True)
-        return torch.optim.Adam(params, lr=lr, capturable=self.cfg.cudagraphs and self.device.type == "cuda")
 
     # ------------------------------------------------------------------ io
     def state_dict(self) -> dict[str, Any]:

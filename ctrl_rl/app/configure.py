@@ -185,6 +185,9 @@ def apply_overrides(cfg: TrainConfig, overrides: list[str]) -> TrainConfig:
         key, sep, value = o.lstrip("+").partition("=")
         if not sep:
             raise ConfigError(f"'{o}' is not an override; write key=value, e.g. env.num_envs=256")
+        if key == "tune":
+            raise ConfigError(f"{key}={value} picks the settings of a new run; a resumed run keeps its checkpoint's: "
+                              "drop it, or override the keys to change (e.g. runner.max_iterations=500)")
         saved = {"task": cfg.task.name, "algo": cfg.algo.name, "sim": cfg.sim.name}.get(key)
         if saved is not None:
             if value != saved:
