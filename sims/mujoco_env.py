@@ -145,9 +145,10 @@ class MjVecEnv(VecEnv):
         self.episode_length.masked_fill_(done, 0)
         self.episode_return.masked_fill_(done, 0.0)
         pushed = self.task.perturb(self.physics, self.episode_length, self._generator)
-        if self.device.type == "cpu" and not pushed and not bool(done.any()):
-            # nothing moved since final_obs was read: the same observation (on a GPU the check
-            # would cost a host sync every step, so there it is always recomputed)
+        if self.device.type == "cpu" and pushed is False and not bool(done.any()):
+            # nothing moved since final_obs was read: the same observation (a task whose perturb
+            # returns nothing is observed again; on a GPU the check would cost a host sync every
+            # step, so there it is always recomputed)
             obs, final = final_obs, final_obs
         else:
             obs = self.task.observe(self.physics, noise)

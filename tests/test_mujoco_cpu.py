@@ -236,15 +236,22 @@ def test_a_step_nothing_moved_after_reuses_its_observation_bit_exactly(task):
     kw = {"episode_length_s": 0.4, "push_interval_s": 0.1, "push_velocity": 0.5}
     if task == "quadruped_velocity_rough":
         kw["terrain"] = {"num_rows": 2, "num_cols": 2}
-    fast, slow = (make_env("mujoco", task, 4, seed=3, **kw) for _ in range(2))
-    perturb = slow.task.perturb
+    fast, slow, silent = (make_env("mujoco", task, 4, seed=3, **kw) for _ in range(3))
+    perturb, silent_perturb = slow.task.perturb, silent.task.perturb
     slow.task.perturb = lambda *a: perturb(*a) or True  # always observe again
+
+    def says_nothing(*a) -> None:  # a hook that returns no answer: observed again
+        silent_perturb(*a)
+
+    silent.task.perturb = says_nothing
     gen = torch.Generator().manual_seed(0)
     reused = 0
     for _ in range(45):
         a = torch.rand(4, fast.action_dim, generator=gen) * 2 - 1
         (o1, r1, te1, tr1, i1), (o2, r2, te2, tr2, i2) = fast.step(a), slow.step(a)
         reused += o1 is i1["final_obs"]
+        o3, *_, i3 = silent.step(a)
+        assert o3 is not i3["final_obs"]
         assert torch.equal(r1, r2) and torch.equal(te1, te2) and torch.equal(tr1, tr2)
         for g in o2:
             assert torch.equal(o1[g], o2[g]) and torch.equal(i1["final_obs"][g], i2["final_obs"][g])
