@@ -114,11 +114,16 @@ def test_a_learner_and_a_task_from_this_file_alone_go_through_every_command(tmp_
 # ---- one place per default -----------------------------------------------------------------------
 
 
-def _tune_files() -> list[tuple[str, str]]:
+def _tune_files() -> list[tuple[str, str, str | None]]:
+    """(algo, task, preset) per tune file: ``<algo>_<task>`` is the pair's own delta, and a file
+    named ``<algo>_<task>_<suffix>`` is a preset picked with ``tune=<file>`` (preset = its stem)."""
+    tasks = sorted((f.stem for f in (config_dir() / "task").glob("*.yaml")), key=len, reverse=True)
     out = []
     for f in sorted((config_dir() / "tune").glob("*.yaml")):
         algo = next(a for a in sorted(learners(), key=len, reverse=True) if f.stem.startswith(a + "_"))
-        out.append((algo, f.stem[len(algo) + 1:]))
+        rest = f.stem[len(algo) + 1:]
+        task = next(t for t in tasks if rest == t or rest.startswith(t + "_"))
+        out.append((algo, task, None if rest == task else f.stem))
     return out
 
 
@@ -142,15 +147,16 @@ def _tune_delta(path: Path) -> dict[str, object]:
     return out
 
 
-def _expected(algo: str, task: str | None) -> dict[str, object]:
-    """Schema defaults, then the tune file's delta: what ``train`` must use."""
+def _expected(algo: str, task: str | None, preset: str | None = None) -> dict[str, object]:
+    """Schema defaults, then the tune file's delta (the preset's, when one is picked): what
+    ``train`` must use."""
     from ctrl_rl.config import TrainConfig
     from ctrl_rl.registry import learner
 
     task = task or "pendulum"
     want = _flat(dataclasses.asdict(TrainConfig(algo=learner(algo).config())))
     want["task.name"] = task
-    want.update(_tune_delta(config_dir() / "tune" / f"{algo}_{task}.yaml"))
+    want.update(_tune_delta(config_dir() / "tune" / f"{preset or f'{algo}_{task}'}.yaml"))
     task_file = config_dir() / "task" / f"{task}.yaml"  # a task file may pick its backend
     for entry in (yaml.safe_load(task_file.read_text()) or {}).get("defaults", []) if task_file.is_file() else []:
         if isinstance(entry, dict) and "override /sim" in entry:
@@ -158,14 +164,15 @@ def _expected(algo: str, task: str | None) -> dict[str, object]:
     return want
 
 
-@pytest.mark.parametrize("algo,task", [(a, None) for a in sorted(learners())] + _tune_files())
-def test_train_config_is_schema_defaults_plus_tune_delta_and_help_prints_it(algo, task, capsys):
+@pytest.mark.parametrize("algo,task,preset", [(a, None, None) for a in sorted(learners())] + _tune_files())
+def test_train_config_is_schema_defaults_plus_tune_delta_and_help_prints_it(algo, task, preset, capsys):
     overrides = [f"algo={algo}", "dataset=d.hdf5"] + ([f"task={task}"] if task else [])
+    overrides += [f"tune={preset}"] if preset else []
     if algo == "distillation":  # the one key a run needs that the schema leaves empty (check_complete)
         overrides.append("algo.teacher=logs/teacher")
     cfg = load_train_config(overrides)
     got = _flat(dataclasses.asdict(cfg))
-    for key, value in _expected(algo, task).items():
+    for key, value in _expected(algo, task, preset).items():
         if key == "algo.critic_obs" and value is None and got[key] is not None:
             continue  # a schema that resolves it from the actor's groups (Uni-O4's offline V)
         if key in ("dataset", "algo.teacher"):  # set above
