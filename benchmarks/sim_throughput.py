@@ -26,6 +26,8 @@ on a shared machine the slower rounds measure the neighbours):
 * ``ours: mujoco VecEnv.step``: ``make_env("mujoco", "quadruped_velocity_flat", N)``, task
   included (action delay, observations, rewards, terminations and their same-step resets,
   per-env randomized models); its periodic full reset is untimed like every row's;
+* ``+ policy``: the same with the task's default actor (256-128-64 ELU) run on every step's
+  observation first, as collection does (its output discarded, so the physics is the same);
 * ``gymnasium SyncVectorEnv`` / ``AsyncVectorEnv``: a minimal ``gymnasium.Env`` written here
   (``MjData`` + ``mj_step(nstep=4)``, observation = qpos and qvel, no reward logic) in
   ``SyncVectorEnv`` (N sub-envs, one process) and ``AsyncVectorEnv`` (``shared_memory=True``,
@@ -46,8 +48,9 @@ env, which compiles or loads the kernels, and the first step are timed separatel
 env-steps/s = control steps x envs / timed seconds; physics steps/s = that x decimation. The
 ``RESULT`` line is taken at the largest ``--envs``: ``ours_sps`` is ``CpuPhysics.step`` (physics
 only, like the gymnasium env it is compared with), ``frac_of_limit = ours_sps / limit_sps``,
-``vs_async = ours_sps / async_sps`` (the batched-worker AsyncVectorEnv); ``vecenv_sps`` and
-``sync_sps`` follow, then ``async1_*``: gymnasium's usual one-process-per-env
+``vs_async = ours_sps / async_sps`` (the batched-worker AsyncVectorEnv); ``vecenv_sps``,
+``sync_sps``, ``policy_sps`` (the VecEnv with the policy in the loop) and
+``policy_frac_of_limit = policy_sps / limit_sps`` follow, then ``async1_*``: gymnasium's usual one-process-per-env
 ``AsyncVectorEnv``, at the largest ``--envs`` up to ``--async-per-env-max`` (64: each worker
 process costs ~80 MB), with ``vs_async1`` = ours at that size ÷ it.
 
@@ -284,6 +287,31 @@ class OursVecEnv(Row):
         self.env.close()
 
 
+class OursVecEnvPolicy(OursVecEnv):
+    """``MjVecEnv.step`` with the policy in the loop: every control step first runs the task's
+    default actor (``actor_hidden`` of ``configs/tune/ppo_<task>.yaml``: 256-128-64 ELU, float32,
+    inference mode) on that step's observation, as collection does. Its output is discarded and
+    the row steps the shared action sequence, so the physics workload is the other rows'."""
+
+    def __init__(self, s: Setup, n: int, workers: int = 1, hidden: tuple[int, ...] = (256, 128, 64)) -> None:
+        from ctrl_rl.nets.mlp import mlp
+
+        super().__init__(s, n, workers=workers)
+        self.name = "ours: mujoco VecEnv.step + policy"
+        self.policy = mlp(self.env.obs_dims["policy"], hidden, self.env.action_dim).eval()
+        self.obs: Any = None
+
+    def reset(self) -> None:
+        self.obs = self.env.reset(seed=0)
+
+    def step(self, k: int) -> None:
+        import torch
+
+        with torch.inference_mode():
+            self.policy(self.obs["policy"])
+        self.obs = self.env.step(self.actions[k])[0]
+
+
 class WarpPhysicsRow(OursVecEnv):
     """The ``mjwarp`` backend's ``physics.step`` alone (physics taken from its VecEnv)."""
 
@@ -384,6 +412,7 @@ def cpu_rows(s: Setup, n: int, cores: int, variants: bool, async_per_env_max: in
         lambda: OursPhysics(s, n, cores),
         lambda: OursPhysics(s, n, cores, model_copies=True),
         lambda: OursVecEnv(s, n, workers=os.cpu_count() or 1),  # make_env's CpuPhysics: all cores
+        lambda: OursVecEnvPolicy(s, n, workers=os.cpu_count() or 1),
         lambda: GymVector(s, n, None),
         lambda: GymVector(s, n, cores),
     ]
@@ -558,6 +587,8 @@ def main(argv: list[str] | None = None) -> None:
                   "limit_sps": f"{limit_sps:.0f}", "frac_of_limit": f"{ours / limit_sps:.3f}",
                   "vs_async": f"{ours / async_sps:.2f}",
                   "vecenv_sps": f"{by_name['ours: mujoco VecEnv.step']:.0f}",
+                  "policy_sps": f"{by_name['ours: mujoco VecEnv.step + policy']:.0f}",
+                  "policy_frac_of_limit": f"{by_name['ours: mujoco VecEnv.step + policy'] / limit_sps:.3f}",
                   "sync_sps": f"{by_name['gymnasium SyncVectorEnv']:.0f}"}
     result.update(async1)
     if not args.no_terrain and args.task == TASK:

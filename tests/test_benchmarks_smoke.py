@@ -65,9 +65,11 @@ def test_sim_throughput_runs_tiny() -> None:
     assert last.startswith("RESULT "), proc.stdout
     values = dict(kv.split("=", 1) for kv in last.split()[1:])
     assert values["envs"] == "8"
-    for key in ("ours_sps", "async_sps", "limit_sps", "frac_of_limit", "vs_async"):
+    for key in ("ours_sps", "async_sps", "limit_sps", "frac_of_limit", "vs_async", "policy_sps",
+                "policy_frac_of_limit"):
         assert float(values[key]) > 0, f"{key}={values[key]}:\n{proc.stdout}"
     for row in ("| python loop", "| ours: CpuPhysics.step |", "| ours: mujoco VecEnv.step |",
+                "| ours: mujoco VecEnv.step + policy |",
                 "| gymnasium SyncVectorEnv |", "| gymnasium AsyncVectorEnv", "| rough task VecEnv.step |",
                 "| height scan alone (lookup) |"):
         assert row in proc.stdout, f"row {row!r} missing:\n{proc.stdout}"
