@@ -26,8 +26,8 @@ on a shared machine the slower rounds measure the neighbours):
 * ``ours: mujoco VecEnv.step``: ``make_env("mujoco", "quadruped_velocity_flat", N)``, task
   included (action delay, observations, rewards, terminations and their same-step resets,
   per-env randomized models); its periodic full reset is untimed like every row's;
-* ``+ policy``: the same with the task's default actor (256-128-64 ELU) run on every step's
-  observation first, as collection does (its output discarded, so the physics is the same);
+* ``+ policy``: the same with the actor PPO trains on the task (ctrl_quad: 256-128-64 ELU) run
+  on every step's observation first, as collection does (its output discarded: same physics);
 * ``gymnasium SyncVectorEnv`` / ``AsyncVectorEnv``: a minimal ``gymnasium.Env`` written here
   (``MjData`` + ``mj_step(nstep=4)``, observation = qpos and qvel, no reward logic) in
   ``SyncVectorEnv`` (N sub-envs, one process) and ``AsyncVectorEnv`` (``shared_memory=True``,
@@ -288,17 +288,23 @@ class OursVecEnv(Row):
 
 
 class OursVecEnvPolicy(OursVecEnv):
-    """``MjVecEnv.step`` with the policy in the loop: every control step first runs the task's
-    default actor (``actor_hidden`` of ``configs/tune/ppo_<task>.yaml``: 256-128-64 ELU, float32,
-    inference mode) on that step's observation, as collection does. Its output is discarded and
-    the row steps the shared action sequence, so the physics workload is the other rows'."""
+    """``MjVecEnv.step`` with the policy in the loop: every control step first runs the actor that
+    ``ctrl-rl train algo=ppo task=<task>`` builds (its tuned ``actor_hidden``, ``activation`` and
+    ``actor_obs``; float32, inference mode) on that step's observation, as collection does. Its
+    output is discarded and the row steps the shared action sequence, so the physics workload is
+    the other rows'."""
 
-    def __init__(self, s: Setup, n: int, workers: int = 1, hidden: tuple[int, ...] = (256, 128, 64)) -> None:
+    def __init__(self, s: Setup, n: int, workers: int = 1) -> None:
+        from ctrl_rl.app.configure import load_train_config
+        from ctrl_rl.nets.groups import concat_groups
         from ctrl_rl.nets.mlp import mlp
 
         super().__init__(s, n, workers=workers)
         self.name = "ours: mujoco VecEnv.step + policy"
-        self.policy = mlp(self.env.obs_dims["policy"], hidden, self.env.action_dim).eval()
+        algo = load_train_config(["algo=ppo", f"task={s.task}"]).algo
+        self.groups, self.concat = list(algo.actor_obs), concat_groups
+        obs_dim = sum(self.env.obs_dims[g] for g in self.groups)
+        self.policy = mlp(obs_dim, algo.actor_hidden, self.env.action_dim, algo.activation).eval()
         self.obs: Any = None
 
     def reset(self) -> None:
@@ -308,7 +314,7 @@ class OursVecEnvPolicy(OursVecEnv):
         import torch
 
         with torch.inference_mode():
-            self.policy(self.obs["policy"])
+            self.policy(self.concat(self.obs, self.groups))
         self.obs = self.env.step(self.actions[k])[0]
 
 
