@@ -58,10 +58,14 @@ from typing import Any
 
 import torch
 
-FRAMEWORKS = ("ours", "ours_compiled", "ours_no_keep_heap", "rsl_rl", "rsl_rl_keep_heap", "sb3")
+FRAMEWORKS = ("ours", "ours_compiled", "ours_no_keep_heap", "rsl_rl", "rsl_rl_keep_heap", "sb3",
+              "ours_cudagraphs", "ours_cudagraphs_fp32", "ours_cudagraphs_bf16", "rsl_rl_tf32")
+CPU_FRAMEWORKS = FRAMEWORKS[:6]
+GPU_FRAMEWORKS = ("ours", "ours_cudagraphs", "ours_cudagraphs_fp32", "ours_cudagraphs_bf16", "rsl_rl", "rsl_rl_tf32")
+"""The ``--device cuda`` rows: ours (TF32 by default on CUDA) eager and with ``algo.cudagraphs``, the
+latter in full float32 and with bf16 autocast; rsl_rl as it ships (float32) and with TF32 on."""
 MARK = "BENCH_JSON "
-OBS_NORM = {"ours": "on", "ours_compiled": "on", "ours_no_keep_heap": "on", "rsl_rl": "on",
-            "rsl_rl_keep_heap": "on", "sb3": "off (none built in)"}
+OBS_NORM = {**{n: "on" for n in FRAMEWORKS}, "sb3": "off (none built in)"}
 HPARAMS = {"learning_rate": 1e-3, "clip": 0.2, "gamma": 0.99, "lam": 0.95, "value_coef": 1.0,
            "entropy_coef": 0.01, "max_grad_norm": 1.0}
 """The PPO hyperparameters all three get (rsl_rl's defaults)."""
@@ -70,7 +74,7 @@ HPARAMS = {"learning_rate": 1e-3, "clip": 0.2, "gamma": 0.99, "lam": 0.95, "valu
 def _make_env(args: argparse.Namespace) -> Any:
     from ctrl_rl.sims import make_env
 
-    return make_env("torch", "pendulum", args.num_envs, device="cpu", seed=args.seed)
+    return make_env("torch", "pendulum", args.num_envs, device=args.device, seed=args.seed)
 
 
 def _result(args: argparse.Namespace, iters: int, wall: float, collect: float,
@@ -81,7 +85,8 @@ def _result(args: argparse.Namespace, iters: int, wall: float, collect: float,
             "update_s": update}
 
 
-def bench_ours(args: argparse.Namespace, compile: bool = False, keep_heap: bool = True) -> dict:
+def bench_ours(args: argparse.Namespace, compile: bool = False, keep_heap: bool = True,
+               extra: tuple[str, ...] = ()) -> dict:
     """Ours, eager or with ``algo.compile=true``; ``first_s`` is the warm-up iteration's wall clock
     (with compile: tracing and code generation, or loading them from the inductor cache)."""
     from ctrl_rl.app.configure import load_train_config
@@ -99,7 +104,7 @@ def bench_ours(args: argparse.Namespace, compile: bool = False, keep_heap: bool 
         f"algo.value_loss_coef={HPARAMS['value_coef']}",
         f"algo.entropy_coef={HPARAMS['entropy_coef']}",
         f"algo.max_grad_norm={HPARAMS['max_grad_norm']}", f"algo.compile={str(compile).lower()}",
-        f"runner.keep_heap={str(keep_heap).lower()}",
+        f"runner.keep_heap={str(keep_heap).lower()}", f"device={args.device}", *extra,
     ])
     runner = OnPolicyRunner(_make_env(args), cfg, log_dir=None)
     start = time.perf_counter()
@@ -144,8 +149,12 @@ def rsl_rl_env(env: Any, seed: int) -> Any:
     return RslRlEnv()
 
 
-def bench_rsl_rl(args: argparse.Namespace, keep_heap: bool = False) -> dict:
+def bench_rsl_rl(args: argparse.Namespace, keep_heap: bool = False, tf32: bool = False) -> dict:
     from rsl_rl.runners import OnPolicyRunner as RslRunner
+
+    if tf32:  # what Isaac Lab's and mjlab's train scripts set around rsl_rl
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
 
     if keep_heap:  # the allocator setting our runner makes on CPU, given to rsl_rl's process
         from ctrl_rl.utils.heap import keep_freed_memory
@@ -170,7 +179,7 @@ def bench_rsl_rl(args: argparse.Namespace, keep_heap: bool = False) -> dict:
         },
     }
     torch.manual_seed(args.seed)
-    runner = RslRunner(rsl_rl_env(_make_env(args), args.seed), cfg, log_dir=None, device="cpu")
+    runner = RslRunner(rsl_rl_env(_make_env(args), args.seed), cfg, log_dir=None, device=args.device)
     times: list[tuple[float, float]] = []
     log = runner.logger.log
 
@@ -274,7 +283,10 @@ def bench_sb3(args: argparse.Namespace) -> dict:
 BENCHES = {"ours": bench_ours, "ours_compiled": lambda args: bench_ours(args, compile=True),
            "ours_no_keep_heap": lambda args: bench_ours(args, keep_heap=False),
            "rsl_rl": bench_rsl_rl, "rsl_rl_keep_heap": lambda args: bench_rsl_rl(args, keep_heap=True),
-           "sb3": bench_sb3}
+           "sb3": bench_sb3, "ours_cudagraphs": lambda args: bench_ours(args, extra=("algo.cudagraphs=true",)),
+           "ours_cudagraphs_fp32": lambda args: bench_ours(args, extra=("algo.cudagraphs=true", "algo.tf32=false")),
+           "ours_cudagraphs_bf16": lambda args: bench_ours(args, extra=("algo.cudagraphs=true", "algo.autocast=bf16")),
+           "rsl_rl_tf32": lambda args: bench_rsl_rl(args, tf32=True)}
 
 
 def run_child(name: str, args: argparse.Namespace, iterations: int | None = None,
@@ -283,7 +295,7 @@ def run_child(name: str, args: argparse.Namespace, iterations: int | None = None
     cmd = [sys.executable, __file__, "--only", name, "--num-envs", str(args.num_envs),
            "--steps", str(args.steps), "--epochs", str(args.epochs),
            "--minibatches", str(args.minibatches), "--iterations", str(iterations or args.iterations),
-           "--threads", str(args.threads), "--seed", str(args.seed),
+           "--threads", str(args.threads), "--seed", str(args.seed), "--device", args.device,
            "--hidden", *map(str, args.hidden)]
     if args.sb3_iterations:
         cmd += ["--sb3-iterations", str(args.sb3_iterations)]
@@ -330,7 +342,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--sb3-iterations", type=int, default=None, help="default: --iterations")
     p.add_argument("--threads", type=int, default=2, help="torch threads per framework process")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--frameworks", nargs="+", choices=FRAMEWORKS, default=list(FRAMEWORKS))
+    p.add_argument("--device", default="cpu", help="torch device of env and learners (cuda: see GPU_FRAMEWORKS)")
+    p.add_argument("--frameworks", nargs="+", choices=FRAMEWORKS, default=list(CPU_FRAMEWORKS))
     p.add_argument("--timeout", type=float, default=None, help="seconds allowed per framework")
     p.add_argument("--only", choices=FRAMEWORKS, help=argparse.SUPPRESS)  # the child process
     args = p.parse_args(argv)
@@ -338,7 +351,7 @@ def main(argv: list[str] | None = None) -> None:
         return child_main(args)
 
     print(f"torch={torch.__version__} rsl-rl-lib={_version('rsl-rl-lib')} "
-          f"stable-baselines3={_version('stable-baselines3')} device=cpu threads={args.threads} "
+          f"stable-baselines3={_version('stable-baselines3')} device={args.device} threads={args.threads} "
           f"task=pendulum epochs={args.epochs} minibatches={args.minibatches}", flush=True)
     results: dict[str, dict] = {}
     cache = tempfile.mkdtemp(prefix="inductor_cache_")  # compile times: from an empty cache, then from it

@@ -101,7 +101,7 @@ def make_setup(max_envs: int, episode: int, seed: int = 0, task: str = TASK) -> 
 
     cfg = TASKS[task][0]()
     robot = load_robot(cfg.robot)
-    model, _ = build_model(robot)
+    model = cfg.apply_solver(build_model(robot)[0])  # the task's solver budget, as training steps it
     data = mujoco.MjData(model)
     ids = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, j) for j in robot.joint_names]
     data.qpos[2] = robot.init_height

@@ -148,6 +148,21 @@ class AcceleratedConfig:
     cudagraphs: bool = False
     """Capture one whole gradient step as a CUDA graph and replay it (LeanRL's recipe; Adam becomes
     capturable). CUDA only: on cpu the same graph-safe step runs uncaptured."""
+    tf32: bool = True
+    """CUDA: the update's float32 matrix products run on TF32 tensor cores (float32 range and
+    accumulation, 10-bit mantissa inputs), as Isaac Lab's and mjlab's train scripts set it; false:
+    full float32. No effect on CPU, or on collection (the policy acting runs in float32)."""
+    autocast: str = "none"
+    """``bf16``: the update's forward and backward passes run under ``torch.autocast`` in bfloat16
+    (parameters, Adam's state and the optimizer step stay float32; FastSAC's setting). Halves the
+    update's memory traffic on a GPU; on CPU it is slower and only for tests. ``none``: off."""
+
+    def __post_init__(self) -> None:
+        _check(self.autocast in ("none", "bf16"), "algo.autocast",
+               f"must be one of: none, bf16 (got '{self.autocast}')")
+        parent = getattr(super(), "__post_init__", None)
+        if parent is not None:
+            parent()
 
 
 @dataclass
@@ -164,6 +179,30 @@ class SimConfig:
     """Simulator backend: torch (batched pure-torch envs), mujoco (MuJoCo on CPU threads),
     mjwarp (MuJoCo Warp, GPU or CPU), gymnasium (any registered id), isaaclab or mjlab
     (Isaac Lab's RL API), isaacgym (legged_gym-style tasks)."""
+    deterministic: bool = False
+    """mjwarp: sorted contacts and constraint rows and order-invariant atomics, so a GPU run
+    reproduces bit for bit (resume included); costs GPU speed (BENCHMARKS.md, "GPU"). Warp's CPU
+    kernels are deterministic either way."""
+    nconmax: Optional[int] = None
+    """mjwarp: contacts allocated per world (None: the model's upper bound, ``sims/warp_alloc.py``).
+    An overflow stops the run with an error naming this key."""
+    njmax: Optional[int] = None
+    """mjwarp: constraint rows allocated per world (None: the model's upper bound)."""
+
+    PHYSICS_KEYS: ClassVar[tuple[str, ...]] = ("deterministic", "nconmax", "njmax")
+
+    def __post_init__(self) -> None:
+        for key in ("nconmax", "njmax"):
+            value = getattr(self, key)
+            _check(value is None or value > 0, f"sim.{key}", f"must be a positive integer or null, got {value}")
+        if self.name != "mjwarp":
+            for key in self.PHYSICS_KEYS:
+                _check(getattr(self, key) in (None, False), f"sim.{key}",
+                       f"applies to sim=mjwarp (MuJoCo Warp) only; sim={self.name} takes no such setting")
+
+    def physics(self) -> dict[str, Any]:
+        """The set physics options, for ``make_env(..., physics=...)``."""
+        return {k: getattr(self, k) for k in self.PHYSICS_KEYS if getattr(self, k) not in (None, False)}
 
 
 @dataclass

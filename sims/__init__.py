@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -32,6 +33,8 @@ class SimBackend:
     """Whether its envs implement ``render_frame`` (``ctrl-rl play --video``)."""
     closed: bool = False
     """Whether ``tasks`` lists every id the backend accepts (so a config can be checked without an env)."""
+    physics: tuple[str, ...] = ()
+    """Physics options its ``make`` takes as ``physics={...}`` (``sim.<key>`` in the config)."""
 
 
 SIMS: dict[str, SimBackend] = {}
@@ -39,10 +42,10 @@ SIMS: dict[str, SimBackend] = {}
 
 
 def register_sim(name: str, make: Callable[..., VecEnv], tasks: Callable[[], list[str]], renders: bool = False,
-                 closed: bool = False) -> None:
+                 closed: bool = False, physics: tuple[str, ...] = ()) -> None:
     """Add (or replace) a backend under ``name``; ``renders``: its envs implement ``render_frame``;
-    ``closed``: ``tasks`` is exhaustive."""
-    SIMS[name] = SimBackend(make=make, tasks=tasks, renders=renders, closed=closed)
+    ``closed``: ``tasks`` is exhaustive; ``physics``: the physics options ``make`` accepts."""
+    SIMS[name] = SimBackend(make=make, tasks=tasks, renders=renders, closed=closed, physics=physics)
 
 
 def check_task(sim: str, task: str) -> None:
@@ -64,18 +67,26 @@ def make_env(
     num_envs: int,
     device: str | torch.device = "cpu",
     seed: int | None = None,
+    physics: dict[str, object] | None = None,
     **task_kwargs: object,
 ) -> VecEnv:
     """Build ``num_envs`` copies of ``task`` on backend ``sim``, already reset with ``seed``.
 
     ``task_kwargs`` go to the task (e.g. ``max_episode_length=100`` or pendulum's ``g``), except
     ``history_length`` and ``term_history``: observation history, for every backend
-    (``ctrl_rl.sims.history``).
+    (``ctrl_rl.sims.history``). ``physics``: the backend's physics options (mjwarp:
+    ``deterministic``, ``nconmax``, ``njmax``).
     """
     backend = _backend(sim)
     if int(num_envs) < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    unknown = sorted(set(physics or {}) - set(backend.physics))
+    if unknown:
+        raise ValueError(f"sim {sim!r} takes no physics option {unknown[0]!r}"
+                         + (f"; it takes: {', '.join(backend.physics)}" if backend.physics else ""))
     history = {k: task_kwargs.pop(k) for k in ("history_length", "term_history") if k in task_kwargs}
+    if physics:
+        task_kwargs["physics"] = physics
     env = backend.make(task, int(num_envs), device, seed, **task_kwargs)
     if not history:
         return env
@@ -151,17 +162,20 @@ def _make_mujoco(task: str, num_envs: int, device: str | torch.device, seed: int
     return make_mujoco_env(lambda m, n, d: CpuPhysics(m, n), task, num_envs, device, seed, **kw)
 
 
-def _make_mjwarp(task: str, num_envs: int, device: str | torch.device, seed: int | None, **kw: object) -> VecEnv:
+def _make_mjwarp(task: str, num_envs: int, device: str | torch.device, seed: int | None,
+                 physics: dict[str, Any] | None = None, **kw: object) -> VecEnv:
     from .mujoco_env import make_mujoco_env
     from .mujoco_warp import WarpPhysics, warp_device
 
     warp_device(torch.device(device))  # cpu or cuda, else a clear error before building anything
-    return make_mujoco_env(WarpPhysics, task, num_envs, device, seed, **kw)
+    options = dict(physics or {})
+    return make_mujoco_env(lambda m, n, d: WarpPhysics(m, n, d, **options), task, num_envs, device, seed, **kw)
 
 
 register_sim("torch", _make_torch, _torch_tasks, closed=True)
 register_sim("mujoco", _make_mujoco, _mujoco_tasks, renders=True, closed=True)
-register_sim("mjwarp", _make_mjwarp, _mujoco_tasks, renders=True, closed=True)
+register_sim("mjwarp", _make_mjwarp, _mujoco_tasks, renders=True, closed=True,
+             physics=("deterministic", "nconmax", "njmax"))
 register_sim("gymnasium", _make_gymnasium, _gymnasium_tasks)
 
 

@@ -195,7 +195,8 @@ class MjVecEnv(VecEnv):
 
 def make_mujoco_env(physics_factory: Any, task: str, num_envs: int, device: str | torch.device,
                     seed: int | None, **task_kwargs: Any) -> MjVecEnv:
-    """Build a ``ctrl_rl.robots`` task on the physics ``physics_factory(model, num_envs, device)``."""
+    """Build a ``ctrl_rl.robots`` task on the physics ``physics_factory(model, num_envs, device)``;
+    the task config's ``apply_solver(model)`` sets the solver budget first."""
     from ctrl_rl.robots import TASKS
     from ctrl_rl.robots.robot import load_robot
 
@@ -205,5 +206,6 @@ def make_mujoco_env(physics_factory: Any, task: str, num_envs: int, device: str 
     cfg = cfg_cls.from_kwargs(**task_kwargs)
     robot = load_robot(cfg.robot)
     model, layout = task_cls.build_model(cfg, robot)
+    cfg.apply_solver(model)  # the task's solver budget, on every backend alike
     physics = physics_factory(model, num_envs, torch.device(device))
     return MjVecEnv(physics, task_cls(cfg, robot, model, layout, num_envs, physics.device), seed=seed)

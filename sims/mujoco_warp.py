@@ -15,9 +15,15 @@ is "copy ``ctrl`` into the view, launch a graph": no host round trip on the GPU.
 * ``write_rows`` only writes ``qpos``/``qvel``; the sensors of the written worlds are
   recomputed lazily (one batched ``forward`` when ``sensordata`` is next read), because the
   env writes rows twice per control step (resets, pushes) and reads sensors once.
+* Memory: ``nconmax`` contacts and ``njmax`` constraint rows per world, sized from the model
+  (``ctrl_rl.sims.warp_alloc``); every ``overflow_check_every`` steps the per-world overflow bits
+  are read (one small device-to-host copy) and a dropped contact or row stops the run with an error
+  naming ``sim.nconmax`` / ``sim.njmax``.
 * Precision: float32 (mujoco_warp's), so trajectories match the float64 CPU backend only
-  approximately (see ``tests/test_mujoco_warp.py``). The same inputs give the same bits: warp's
-  CPU kernels run serially, and on GPUs ``deterministic`` mode orders contacts and atomics.
+  approximately (see ``tests/test_mujoco_warp.py``). Warp's CPU kernels run serially and give the
+  same bits for the same inputs. On GPUs that takes ``deterministic=True`` (``sim.deterministic``):
+  contacts and constraint rows sorted and order-invariant atomics, which costs speed (BENCHMARKS.md,
+  "GPU"), so it is opt-in; without it a GPU run is reproducible to float32 rounding only.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import mujoco
 import torch
 
 from .mujoco_env import Physics
+from .warp_alloc import allocation, overflow_error
 
 log = logging.getLogger(__name__)
 
@@ -104,13 +111,15 @@ class WarpPhysics(Physics):
     batched_rays = True
 
     def __init__(self, model: mujoco.MjModel, num_envs: int, device: torch.device | str = "cpu", *,
-                 graph: bool = True, deterministic: bool | None = None, nconmax: int | None = None,
-                 njmax: int | None = None, batched_fields: tuple[str, ...] = RANDOMIZED_FIELDS) -> None:
-        """``deterministic`` (default: on GPUs) sorts contacts and constraint rows and avoids
-        order-dependent atomics, so the same state and controls give the same bits on a GPU
-        (what get_state/set_state and checkpoint resume promise); warp's CPU kernels run
-        serially and are deterministic without it. ``nconmax``/``njmax``: contacts and
-        constraint rows per world (mujoco_warp's defaults otherwise)."""
+                 graph: bool = True, deterministic: bool = False, nconmax: int | None = None,
+                 njmax: int | None = None, batched_fields: tuple[str, ...] = RANDOMIZED_FIELDS,
+                 overflow_check_every: int = 50) -> None:
+        """``deterministic`` sorts contacts and constraint rows and avoids order-dependent
+        atomics, so the same state and controls give the same bits on a GPU (bit-exact resume
+        there); warp's CPU kernels run serially and are deterministic without it.
+        ``nconmax``/``njmax``: contacts and constraint rows per world (default: sized from the
+        model, :func:`ctrl_rl.sims.warp_alloc.allocation`). ``overflow_check_every``: control
+        steps between reads of the overflow bits (1: every step)."""
         import mujoco_warp as mjw
         import warp as wp
 
@@ -131,8 +140,12 @@ class WarpPhysics(Physics):
                     self.m = mjw.put_model(model, batch_sizes=batch)
                 except (NotImplementedError, ValueError) as exc:
                     raise explain_unsupported(model, exc) from exc
-                self.m.opt.deterministic = device.type == "cuda" if deterministic is None else deterministic
-                self.d = mjw.make_data(model, nworld=num_envs, nconmax=nconmax, njmax=njmax)
+                self.m.opt.deterministic = bool(deterministic)
+                self.m.opt.warn_overflow = 0  # per-world kernel prints; overflows are raised here instead
+                self.nconmax, self.njmax, self.allocation_source = allocation(model, nconmax, njmax)
+                self.d = mjw.make_data(model, nworld=num_envs, nconmax=self.nconmax, njmax=self.njmax)
+                log.info("MuJoCo Warp: %d worlds on %s, nconmax %d and njmax %d per world (%s), deterministic %s",
+                         num_envs, alias, self.nconmax, self.njmax, self.allocation_source, bool(deterministic))
             self._views = {name: wp.to_torch(getattr(self.d, name)) for name in STATE_FIELDS
                            if getattr(self.d, name, None) is not None}
             self._pending = torch.zeros(num_envs, dtype=torch.bool, device=device)
@@ -143,6 +156,8 @@ class WarpPhysics(Physics):
             self._batched = set(batch)
             self._streams: dict[int, Any] = {}
             self._rays: dict[str, Any] | None = None
+            self._overflow = wp.to_torch(self.d.overflow)
+            self._check_every, self._steps_unchecked = max(int(overflow_check_every), 1), 0
             self._compile()
 
     # -- setup --------------------------------------------------------------------------------
@@ -246,6 +261,35 @@ class WarpPhysics(Physics):
                 mjw.step(m, d)
 
         self._run(("step", int(nstep)), substeps)
+        self._steps_unchecked += 1
+        if self._steps_unchecked >= self._check_every:
+            self.check_overflow()
+
+    def check_overflow(self) -> None:
+        """Raise :class:`~ctrl_rl.sims.warp_alloc.PhysicsOverflowError` if any world dropped a
+        contact or constraint row since construction (MuJoCo Warp's bits are sticky)."""
+        self._steps_unchecked = 0
+        if not bool(self._overflow.any()):  # the one host read
+            return
+        error = overflow_error(self._overflow.tolist(), self.num_envs, self.nconmax, self.njmax)
+        if error is not None:
+            raise error
+
+    def usage(self) -> dict[str, float]:
+        """Buffer use of the current state: most contacts and constraint rows in one world, the
+        solver's iterations (mean, max) and the fraction of worlds that hit the iteration limit
+        (host reads: for measuring, never in a training loop)."""
+        from mujoco_warp import OverflowType
+
+        wp = self._wp
+        nacon = int(wp.to_torch(self.d.nacon)[0])
+        worlds = wp.to_torch(self.d.contact.worldid)[:min(nacon, self.d.naconmax)].long()
+        per_world = torch.bincount(worlds, minlength=self.num_envs) if nacon else torch.zeros(1)
+        niter = wp.to_torch(self.d.solver_niter).float()
+        limit = (self._overflow & int(OverflowType.ITERATIONS)) != 0
+        return {"contacts_max": float(per_world.max()), "contacts_mean": float(per_world.float().mean()),
+                "rows_max": float(wp.to_torch(self.d.nefc).max()), "solver_iter_mean": float(niter.mean()),
+                "solver_iter_max": float(niter.max()), "iter_limit_frac": float(limit.float().mean())}
 
     def write_rows(self, rows: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
         rows = rows.to(self.device)

@@ -242,3 +242,30 @@ def test_teacher_student_runs_tiny(tmp_path: Path) -> None:
     values = dict(kv.split("=", 1) for kv in last.split()[1:])
     assert last.startswith("RESULT teacher_return="), proc.stdout
     assert values["passed"] in ("0", "1") and math.isfinite(float(values["cts_fraction"]))
+
+
+GPU_SCRIPT = SCRIPT.parent / "gpu_suite.py"
+
+
+@pytest.mark.skipif(bool(MISSING), reason=f"needs the bench extra: missing {', '.join(MISSING)}")
+def test_gpu_suite_runs_tiny_on_cpu(tmp_path: Path) -> None:
+    """``benchmarks/gpu_suite.py --tiny``: every section (pendulum PPO beside rsl_rl, MuJoCo Warp physics
+    and VecEnv rows, allocation against measured maxima, PPO on sim=mjwarp, train-then-evaluate with the
+    GPU preset) runs end to end at toy sizes on warp's CPU device; the last line is one RESULT."""
+    out = tmp_path / "suite.json"
+    cmd = [sys.executable, str(GPU_SCRIPT), "--tiny", "--device", "cpu", "--log-root", str(tmp_path / "logs"),
+           "--json", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    assert lines[-1].startswith("RESULT device=cpu ") and "failed=none" in lines[-1], proc.stdout
+    sections = {ln.split()[1] for ln in lines if ln.startswith("RESULT section=")}
+    assert sections == {f"section={s}" for s in ("torch", "physics", "alloc", "ppo", "walk")}, sections
+    import json
+
+    figures = json.loads(out.read_text())
+    for key in ("physics.quad_physics_sps_8", "physics.quad_vecenv_sps_8", "ppo.sps", "torch.rsl_rl_sps_64"):
+        assert figures[key] > 0, (key, figures)
+    assert figures["alloc.quad_contacts_max"] <= figures["alloc.quad_nconmax"]
+    assert figures["alloc.quad_rows_max"] <= figures["alloc.quad_njmax"]
+    assert math.isfinite(figures["walk.forward_velocity"]) and figures["walk.iterations"] == 2

@@ -223,10 +223,10 @@ def test_noslip_with_discrete_integrator_is_explained() -> None:
 
 
 @pytest.mark.slow
-def test_deterministic_mode_the_gpu_default(quad_model: mujoco.MjModel) -> None:
-    """The GPU default (sorted contacts and rows, order-invariant atomics), run on the CPU: it
-    compiles other kernels (a minute the first time), resumes bit-exactly and agrees with the
-    default CPU mode to float32 solver precision."""
+def test_deterministic_mode_reproduces_bit_for_bit(quad_model: mujoco.MjModel) -> None:
+    """``sim.deterministic=true`` (opt-in: sorted contacts and rows, order-invariant atomics), run on
+    warp's CPU device: it compiles other kernels (a minute the first time), resumes bit-exactly and
+    agrees with the default mode to float32 solver precision."""
     det, plain = WarpPhysics(quad_model, 4, deterministic=True), WarpPhysics(quad_model, 4)
     assert det.m.opt.deterministic and not plain.m.opt.deterministic
     _run(det, 3)
@@ -238,3 +238,62 @@ def test_deterministic_mode_the_gpu_default(quad_model: mujoco.MjModel) -> None:
     det.set_state(state)
     for ref, got in zip(reference, _run(det, 5, 3), strict=True):
         assert torch.equal(ref, got)
+
+
+# ---- memory: sized from the model, overflows are errors ---------------------------------------
+def test_allocation_is_the_models_bound_and_holds(quad_model: mujoco.MjModel) -> None:
+    """ctrl_quad on flat ground: 4 foot spheres (1 contact each) and the trunk box (one per corner: 8)
+    can touch the floor, so 12 contacts; 4 pyramidal rows each plus 12 joint limits and 12 friction-loss
+    DoFs. A standing-then-flailing run stays within it and raises nothing."""
+    from ctrl_rl.sims.warp_alloc import allocation
+
+    assert allocation(quad_model)[:2] == (12, 72)
+    assert allocation(quad_model, nconmax=20)[:2] == (20, 20 * 4 + 24)
+    phys = WarpPhysics(quad_model, 4, overflow_check_every=1)
+    assert (phys.nconmax, phys.njmax) == (12, 72)
+    used = {"contacts_max": 0.0, "rows_max": 0.0}
+    for t in range(40):
+        phys.step(_gait(t, 4, 0.02) * (3.0 if t > 20 else 0.2), 4)
+        usage = phys.usage()
+        used = {k: max(v, usage[k]) for k, v in used.items()}
+    assert 4 <= used["contacts_max"] <= 12 and used["rows_max"] <= 72, used
+
+
+@pytest.mark.parametrize(("sizes", "setting"), [({"nconmax": 1}, "sim.nconmax"),
+                                                ({"nconmax": 12, "njmax": 4}, "sim.njmax")])
+def test_overflow_is_an_error_naming_the_setting(quad_model: mujoco.MjModel, sizes: dict, setting: str) -> None:
+    """A standing quadruped has 4 foot contacts (16 rows): 1 contact per world, or 4 rows, cannot
+    hold them; the step that dropped them is reported at the next check, never trained on."""
+    from ctrl_rl.sims.warp_alloc import PhysicsOverflowError
+
+    phys = WarpPhysics(quad_model, 2, overflow_check_every=3, **sizes)
+    with pytest.raises(PhysicsOverflowError, match=f"2 of 2 worlds.*Raise {setting}") as info:
+        for t in range(3):
+            phys.step(_gait(t, 2, 0.02) * 0.1, 4)
+    assert f"{setting}=" in str(info.value)
+
+
+def test_physics_options_reach_the_backend_and_are_refused_elsewhere() -> None:
+    """``sim.nconmax`` / ``sim.njmax`` / ``sim.deterministic`` -> make_env(physics=...) -> WarpPhysics;
+    another backend, or an unknown option, is a clear error."""
+    from ctrl_rl.config import ConfigError, SimConfig
+
+    env = make_env("mjwarp", TASK, 2, "cpu", seed=0, physics=SimConfig("mjwarp", nconmax=12, njmax=80).physics())
+    assert (env.physics.nconmax, env.physics.njmax) == (12, 80) and not env.physics.m.opt.deterministic
+    assert env.physics.m.opt.iterations == 10 and env.physics.m.opt.ls_iterations == 20  # the task's budget
+    with pytest.raises(ValueError, match="takes no physics option 'nconmax'"):
+        make_env("mujoco", TASK, 2, "cpu", physics={"nconmax": 4})
+    with pytest.raises(ConfigError, match="sim.nconmax: applies to sim=mjwarp"):
+        SimConfig("mujoco", nconmax=4)
+    with pytest.raises(ConfigError, match="sim.njmax: must be a positive integer"):
+        SimConfig("mjwarp", njmax=0)
+
+
+def test_humanoid_allocation_covers_what_the_gpu_measured() -> None:
+    """The humanoid's feet are boxes: MuJoCo Warp made up to 7 contacts for one foot and 12 in one
+    world on an H100 (BENCHMARKS.md, "GPU"), past the 4-per-box bound this once used. The bound
+    counts a corner each: 8 + 8 + 2 (trunk capsule) = 18 contacts, 4 rows each plus 42 others."""
+    from ctrl_rl.sims.warp_alloc import allocation
+
+    model = build_model(load_robot("ctrl_humanoid"))[0]
+    assert allocation(model)[:2] == (18, 18 * 4 + 42)

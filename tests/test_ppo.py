@@ -1,6 +1,7 @@
 """PPO's use of the rollout: truncation bootstraps from V(final_obs), value normalization, NaN guard."""
 
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -203,3 +204,41 @@ def test_rollout_loop_never_syncs_with_the_host_on_cuda(algo):
             episodes.add(terminated, truncated, info)
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+def test_precision_flags_reach_the_update():
+    """``algo.tf32`` and ``algo.autocast`` (config -> learner -> update): on CUDA the update runs with
+    float32 matmul precision "high" (TF32) and restores the caller's after; with ``autocast=bf16``
+    the update's layers compute in bfloat16 while collection stays float32, and the graph-safe step
+    (``algo.cudagraphs``, uncaptured on CPU) computes what the eager bf16 step does."""
+    from types import SimpleNamespace
+
+    from ctrl_rl.algos.graphs import update_precision
+    from ctrl_rl.app.configure import load_train_config
+
+    before = torch.get_float32_matmul_precision()
+    for tf32, inside in ((True, "high"), (False, "highest")):
+        with update_precision(SimpleNamespace(tf32=tf32, autocast="none"), "cuda"):  # sets no CUDA state
+            assert torch.get_float32_matmul_precision() == inside
+        assert torch.get_float32_matmul_precision() == before
+    with update_precision(SimpleNamespace(tf32=True, autocast="none"), "cpu"):
+        assert torch.get_float32_matmul_precision() == before  # CPU: full float32 always
+    cfg = load_train_config(["task=pendulum", "algo.autocast=bf16", "algo.tf32=false"])
+    assert (cfg.algo.autocast, cfg.algo.tf32) == ("bf16", False)
+    with pytest.raises(ValueError, match="algo.autocast: must be one of: none, bf16"):
+        load_train_config(["task=pendulum", "algo.autocast=fp16"])
+
+    seen: list[tuple[bool, torch.dtype]] = []
+    hook = torch.nn.modules.module.register_module_forward_hook(
+        lambda m, i, o: seen.append((torch.is_grad_enabled(), o.dtype)) if isinstance(m, torch.nn.Linear) else None)
+    try:
+        params, hist = _train_pendulum(1, autocast="bf16")
+    finally:
+        hook.remove()
+    assert {d for grad, d in seen if grad} == {torch.bfloat16}  # the update's passes
+    assert torch.float32 in {d for grad, d in seen if not grad}  # acting (no grad) stays float32
+    assert all(p.dtype != torch.bfloat16 for p in params)  # parameters and buffers keep their dtypes
+    assert all(math.isfinite(v) for v in hist[0].values())
+    graph_params, _ = _train_pendulum(1, autocast="bf16", cudagraphs=True)  # the graph-safe step, same casts
+    for a, b in zip(params, graph_params, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)

@@ -156,11 +156,12 @@ def _expected(algo: str, task: str | None, preset: str | None = None) -> dict[st
     task = task or "pendulum"
     want = _flat(dataclasses.asdict(TrainConfig(algo=learner(algo).config())))
     want["task.name"] = task
-    want.update(_tune_delta(config_dir() / "tune" / f"{preset or f'{algo}_{task}'}.yaml"))
     task_file = config_dir() / "task" / f"{task}.yaml"  # a task file may pick its backend
     for entry in (yaml.safe_load(task_file.read_text()) or {}).get("defaults", []) if task_file.is_file() else []:
         if isinstance(entry, dict) and "override /sim" in entry:
             want["sim.name"] = entry["override /sim"]
+    # the tune file comes later in train.yaml's defaults: a preset may move the task to another backend
+    want.update(_tune_delta(config_dir() / "tune" / f"{preset or f'{algo}_{task}'}.yaml"))
     return want
 
 

@@ -14,7 +14,8 @@ captured and ``fn`` simply runs, which is how the graph-safe step is tested agai
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import fields, is_dataclass, replace
 from typing import Any
 
@@ -86,3 +87,22 @@ class CapturedStep:
         self._graphs[key] = (graph, static_in, static_out)
         graph.replay()  # capture records without running: this call's update happens here
         return static_out
+
+
+@contextlib.contextmanager
+def update_precision(cfg: Any, device: torch.device | str) -> Iterator[None]:
+    """The arithmetic of an update per ``algo.tf32`` and ``algo.autocast`` (``AcceleratedConfig``):
+    on CUDA, float32 matrix products on TF32 tensor cores (``torch.set_float32_matmul_precision
+    ("high")``, restored after); with ``autocast=bf16``, ``torch.autocast`` in bfloat16 on the
+    device. Collection and everything outside the block keep full float32."""
+    device = torch.device(device)
+    previous = torch.get_float32_matmul_precision()
+    if device.type == "cuda":
+        torch.set_float32_matmul_precision("high" if getattr(cfg, "tf32", False) else "highest")
+    cast = (torch.autocast(device.type, dtype=torch.bfloat16) if getattr(cfg, "autocast", "none") == "bf16"
+            else contextlib.nullcontext())
+    try:
+        with cast:
+            yield
+    finally:
+        torch.set_float32_matmul_precision(previous)

@@ -23,7 +23,7 @@ from torch import nn
 from ctrl_rl import distributed
 from ctrl_rl.algos.base import Learner
 from ctrl_rl.algos.diagnostics import sampling_error
-from ctrl_rl.algos.graphs import CapturedStep
+from ctrl_rl.algos.graphs import CapturedStep, update_precision
 from ctrl_rl.algos.heads import GaussianHead, PolicyHead
 from ctrl_rl.algos.losses import compute_gae, explained_variance, value_loss
 from ctrl_rl.algos.rollouts import OneRollout
@@ -212,12 +212,13 @@ class PPO(Learner):
         num_minibatches = cfg.num_minibatches * len(self.source.rollouts())
         totals: dict[str, torch.Tensor] = {}
         n = 0
-        for _ in range(cfg.num_learning_epochs):
-            for mb in self._minibatches(batch, num_minibatches):
-                stats = self._step(mb)
-                for k, v in stats.items():
-                    totals[k] = totals.get(k, 0.0) + v
-                n += 1
+        with update_precision(cfg, self.device):  # algo.tf32 / algo.autocast
+            for _ in range(cfg.num_learning_epochs):
+                for mb in self._minibatches(batch, num_minibatches):
+                    stats = self._step(mb)
+                    for k, v in stats.items():
+                        totals[k] = totals.get(k, 0.0) + v
+                    n += 1
         out = {k: float(v) / n for k, v in totals.items()}  # the update's one host read of its stats
         out["learning_rate"] = self.lr.read()
         if self.head.gaussian:

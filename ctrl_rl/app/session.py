@@ -51,8 +51,8 @@ def build_env(cfg: TrainConfig, num_envs: int | None = None, seed: int | None = 
     n = num_envs or cfg.env.num_envs
     check_memory(cfg, n)
     try:
-        return make_env(cfg.sim.name, cfg.task.name, n, cfg.device,
-                        seed=cfg.seed if seed is None else seed, **cfg.task.kwargs)
+        return make_env(cfg.sim.name, cfg.task.name, n, cfg.device, seed=cfg.seed if seed is None else seed,
+                        physics=cfg.sim.physics(), **cfg.task.kwargs)
     except (RuntimeError, MemoryError) as e:  # torch's allocator, CUDA OOM
         if "alloc" not in str(e).lower() and not isinstance(e, MemoryError):
             raise
