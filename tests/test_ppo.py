@@ -208,7 +208,7 @@ def test_rollout_loop_never_syncs_with_the_host_on_cuda(algo):
 
 def test_precision_flags_reach_the_update():
     """``algo.tf32`` and ``algo.autocast`` (config -> learner -> update): on CUDA the update runs with
-    float32 matmul precision "high" (TF32) and restores the caller's after; with ``autocast=bf16``
+    TF32 matrix products (``allow_tf32``) and restores the caller's setting after; with ``autocast=bf16``
     the update's layers compute in bfloat16 while collection stays float32, and the graph-safe step
     (``algo.cudagraphs``, uncaptured on CPU) computes what the eager bf16 step does."""
     from types import SimpleNamespace
@@ -216,13 +216,14 @@ def test_precision_flags_reach_the_update():
     from ctrl_rl.algos.graphs import update_precision
     from ctrl_rl.app.configure import load_train_config
 
-    before = torch.get_float32_matmul_precision()
-    for tf32, inside in ((True, "high"), (False, "highest")):
-        with update_precision(SimpleNamespace(tf32=tf32, autocast="none"), "cuda"):  # sets no CUDA state
-            assert torch.get_float32_matmul_precision() == inside
-        assert torch.get_float32_matmul_precision() == before
-    with update_precision(SimpleNamespace(tf32=True, autocast="none"), "cpu"):
-        assert torch.get_float32_matmul_precision() == before  # CPU: full float32 always
+    matmul = torch.backends.cuda.matmul
+    before = matmul.allow_tf32
+    for tf32 in (True, False):
+        with update_precision(SimpleNamespace(tf32=tf32, autocast="none"), "cuda"):  # a flag only: no CUDA needed
+            assert matmul.allow_tf32 is tf32
+        assert matmul.allow_tf32 == before
+    with update_precision(SimpleNamespace(tf32=not before, autocast="none"), "cpu"):
+        assert matmul.allow_tf32 == before  # CPU: untouched
     cfg = load_train_config(["task=pendulum", "algo.autocast=bf16", "algo.tf32=false"])
     assert (cfg.algo.autocast, cfg.algo.tf32) == ("bf16", False)
     with pytest.raises(ValueError, match="algo.autocast: must be one of: none, bf16"):

@@ -92,17 +92,19 @@ class CapturedStep:
 @contextlib.contextmanager
 def update_precision(cfg: Any, device: torch.device | str) -> Iterator[None]:
     """The arithmetic of an update per ``algo.tf32`` and ``algo.autocast`` (``AcceleratedConfig``):
-    on CUDA, float32 matrix products on TF32 tensor cores (``torch.set_float32_matmul_precision
-    ("high")``, restored after); with ``autocast=bf16``, ``torch.autocast`` in bfloat16 on the
+    on CUDA, float32 matrix products on TF32 tensor cores (``torch.backends.cuda.matmul.allow_tf32``,
+    restored after); with ``autocast=bf16``, ``torch.autocast`` in bfloat16 on the
     device. Collection and everything outside the block keep full float32."""
     device = torch.device(device)
-    previous = torch.get_float32_matmul_precision()
-    if device.type == "cuda":
-        torch.set_float32_matmul_precision("high" if getattr(cfg, "tf32", False) else "highest")
+    matmul = torch.backends.cuda.matmul
+    previous = matmul.allow_tf32
+    if device.type == "cuda":  # never touched on CPU: a reset of the generic precision changes CPU kernels
+        matmul.allow_tf32 = bool(getattr(cfg, "tf32", False))
     cast = (torch.autocast(device.type, dtype=torch.bfloat16) if getattr(cfg, "autocast", "none") == "bf16"
             else contextlib.nullcontext())
     try:
         with cast:
             yield
     finally:
-        torch.set_float32_matmul_precision(previous)
+        if device.type == "cuda":
+            matmul.allow_tf32 = previous
