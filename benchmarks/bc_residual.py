@@ -29,11 +29,12 @@ from statistics import mean
 import torch
 
 from ctrl_rl.algos import make_algorithm
+from ctrl_rl.algos.checkpoints import load_checkpoint
 from ctrl_rl.app.configure import load_train_config
-from ctrl_rl.app.session import build_env, load_checkpoint
+from ctrl_rl.app.session import build_env
 from ctrl_rl.app.train import train
-from ctrl_rl.episodes import collect_dataset, run_episodes
 from ctrl_rl.nets.actor_critic import concat_groups
+from ctrl_rl.runners.episodes import collect_dataset, run_episodes
 
 EVAL_SEED = 2024
 

@@ -63,9 +63,9 @@ def time_calls(fn, x, calls: int, gap: float = 0.0) -> np.ndarray:
 
 def inference(bundle: Path, calls: int) -> dict[str, np.ndarray]:
     import torch
-    from ctrl_rl.deploy.runtime import OnnxPolicy
 
     from ctrl_rl.app.session import load_policy
+    from ctrl_rl.deploy.runtime import OnnxPolicy
 
     torch.set_num_threads(1)
     ort = OnnxPolicy(bundle, intra_op_threads=1)

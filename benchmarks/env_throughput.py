@@ -24,6 +24,7 @@ import time
 
 import numpy as np
 import torch
+
 from ctrl_rl.sims import list_tasks, make_env
 
 GYM_REFERENCE = {

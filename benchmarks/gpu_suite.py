@@ -216,10 +216,10 @@ def preset(args: argparse.Namespace) -> list[str]:
 def section_ppo(args: argparse.Namespace) -> None:
     from ctrl_rl.app.configure import load_train_config
     from ctrl_rl.app.session import build_env
-    from ctrl_rl.runners.on_policy import OnPolicyRunner
+    from ctrl_rl.runners import make_runner
 
     cfg = load_train_config(preset(args))
-    runner = OnPolicyRunner(build_env(cfg), cfg, log_dir=None)
+    runner = make_runner(build_env(cfg), cfg, log_dir=None)
     start = time.perf_counter()
     runner.learn(2)  # warm-up: kernels, graph capture of step and update
     first = time.perf_counter() - start

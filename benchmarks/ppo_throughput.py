@@ -27,7 +27,7 @@ Not matched (each framework's normal way of working, measured as is):
   as long as all run the same number of iterations (mind ``--sb3-iterations``).
 
 ``ours`` runs with ``runner.keep_heap=true``, its default on CPU: glibc keeps freed memory in the
-heap, so the update's large tensors do not page-fault at every use (``ctrl_rl/utils/heap.py``).
+heap, so the update's large tensors do not page-fault at every use (``src/ctrl_rl/utils/heap.py``).
 ``ours_no_keep_heap`` turns that off, and ``rsl_rl_keep_heap`` gives rsl_rl's process the same
 setting, so the table separates what the allocator buys from what the code does.
 ``ours_compiled`` is ours with ``algo.compile=true``. Its children run with
@@ -90,7 +90,7 @@ def bench_ours(args: argparse.Namespace, compile: bool = False, keep_heap: bool 
     """Ours, eager or with ``algo.compile=true``; ``first_s`` is the warm-up iteration's wall clock
     (with compile: tracing and code generation, or loading them from the inductor cache)."""
     from ctrl_rl.app.configure import load_train_config
-    from ctrl_rl.runners.on_policy import OnPolicyRunner
+    from ctrl_rl.runners import make_runner
 
     hidden = "[" + ",".join(map(str, args.hidden)) + "]"
     cfg = load_train_config([
@@ -106,7 +106,7 @@ def bench_ours(args: argparse.Namespace, compile: bool = False, keep_heap: bool 
         f"algo.max_grad_norm={HPARAMS['max_grad_norm']}", f"algo.compile={str(compile).lower()}",
         f"runner.keep_heap={str(keep_heap).lower()}", f"device={args.device}", *extra,
     ])
-    runner = OnPolicyRunner(_make_env(args), cfg, log_dir=None)
+    runner = make_runner(_make_env(args), cfg, log_dir=None)
     start = time.perf_counter()
     runner.learn(1)  # warm-up
     first = time.perf_counter() - start

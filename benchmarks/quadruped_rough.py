@@ -49,7 +49,7 @@ def eval_overrides(kind: str, step_height: float, slope: float) -> list[str]:
 def crossing(run: str, kind: str, episodes: int, step_height: float, slope: float, seed: int) -> dict[str, float]:
     """Success rate of crossing ``kind`` (one episode per robot), mean forward velocity and falls."""
     from ctrl_rl.app.session import checked_env, load_policy, policy_fn
-    from ctrl_rl.episodes import episodes_ended
+    from ctrl_rl.runners.episodes import episodes_ended
 
     cfg, _, alg, state = load_policy(run, eval_overrides(kind, step_height, slope))
     env = checked_env(cfg, state, episodes, seed)

@@ -55,7 +55,7 @@ def _env(args: argparse.Namespace, num_envs: int, seed: int) -> Any:
 
 def _evaluate(args: argparse.Namespace, act: Any, reset: Any) -> float:
     """Mean return of one deterministic episode per env, from the memory's zero state."""
-    from ctrl_rl.episodes import run_episodes
+    from ctrl_rl.runners.episodes import run_episodes
 
     env = _env(args, args.eval_episodes, args.eval_seed)
     reset()
@@ -66,7 +66,7 @@ def _evaluate(args: argparse.Namespace, act: Any, reset: Any) -> float:
 def bench_ours(args: argparse.Namespace) -> dict:
     from ctrl_rl.app.configure import load_train_config
     from ctrl_rl.app.session import policy_fn
-    from ctrl_rl.runners.on_policy import OnPolicyRunner
+    from ctrl_rl.runners import make_runner
 
     hidden = "[" + ",".join(map(str, args.hidden)) + "]"
     cfg = load_train_config([
@@ -80,7 +80,7 @@ def bench_ours(args: argparse.Namespace) -> dict:
         "algo.learning_rate=1e-3", "algo.clip_param=0.2", "algo.value_clip=true", f"algo.gamma={args.gamma}",
         "algo.lam=0.95", "algo.value_loss_coef=1.0", "algo.entropy_coef=0.0", "algo.max_grad_norm=1.0",
     ])
-    runner = OnPolicyRunner(_env(args, args.num_envs, args.seed), cfg, log_dir=None)
+    runner = make_runner(_env(args, args.num_envs, args.seed), cfg, log_dir=None)
     start = time.perf_counter()
     runner.learn(args.iterations)
     wall = time.perf_counter() - start

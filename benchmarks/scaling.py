@@ -43,7 +43,7 @@ def train_fps(algo: str, procs: int, threads: int, envs: int, iterations: int, s
               extra: list[str]) -> float:
     """Mean ``fps`` of a training run after ``skip`` iterations."""
     root = Path(tempfile.mkdtemp(prefix="scaling_"))
-    args = ["-m", "ctrl_rl.cli", "train", *LEARNERS[algo], f"env.num_envs={envs}", f"device={device}",
+    args = ["-m", "ctrl_rl", "train", *LEARNERS[algo], f"env.num_envs={envs}", f"device={device}",
             f"runner.max_iterations={iterations}", f"runner.save_interval={iterations}", "runner.progress=false",
             f"runner.log_root={root}", *extra]
     cmd = [sys.executable, *args] if procs == 1 else \
@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> None:
                       flush=True)
                 result[f"{algo}_gpu_fps_compile{int(compile_)}_graphs{int(graphs)}"] = fps
         import torch
+
         from ctrl_rl.sims import list_tasks
 
         print("\n| torch env | envs | env-steps/s |\n|---|---:|---:|")

@@ -96,10 +96,10 @@ class Setup:
 
 def make_setup(max_envs: int, episode: int, seed: int = 0, task: str = TASK) -> Setup:
     """The task's model and decimation, its standing start state, one seeded action sequence."""
-    from ctrl_rl.robots import TASKS
+    from ctrl_rl.robots import task_entry
     from ctrl_rl.robots.robot import build_model, load_robot
 
-    cfg = TASKS[task][0]()
+    cfg = task_entry(task).make_config()
     robot = load_robot(cfg.robot)
     model = cfg.apply_solver(build_model(robot)[0])  # the task's solver budget, as training steps it
     data = mujoco.MjData(model)
@@ -234,6 +234,7 @@ class OursPhysics(Row):
 
     def __init__(self, s: Setup, n: int, nthread: int, model_copies: bool = False) -> None:
         import torch
+
         from ctrl_rl.sims.mujoco_cpu import CpuPhysics
 
         self.s, self.n, self.workers = s, n, nthread
@@ -263,6 +264,7 @@ class OursVecEnv(Row):
 
     def __init__(self, s: Setup, n: int, sim: str = "mujoco", device: str = "cpu", workers: int = 1) -> None:
         import torch
+
         from ctrl_rl.sims import make_env
 
         self.name, self.n, self.workers, self.device = f"ours: {sim} VecEnv.step", n, workers, torch.device(device)
@@ -432,6 +434,7 @@ class TerrainVecEnv(OursVecEnv):
 
     def __init__(self, s: Setup, n: int, task: str, label: str, **kwargs: Any) -> None:
         import torch
+
         from ctrl_rl.sims import make_env
 
         self.name, self.n, self.workers, self.device = label, n, os.cpu_count() or 1, torch.device("cpu")

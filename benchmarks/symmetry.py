@@ -9,7 +9,7 @@ deterministic policy, every env commanded 0.5 m/s straight ahead for 20 s (pushe
   whose left legs do what the right legs do (half a stride later) scores 0; the metric is blind to
   the phase, so it needs no stride detection;
 * ``policy_mirror_error``: ``mean((pi(mirror s) - mirror pi(s))^2)`` over the visited states, the
-  mirror loss of ``ctrl_rl/algos/symmetry.py`` measured on the policy's own states;
+  mirror loss of ``src/ctrl_rl/algos/symmetry.py`` measured on the policy's own states;
 * ``lateral_drift`` (m/s): mean |v_y| at a straight command;
 * the evaluation return (``ctrl-rl eval``'s, 64 episodes).
 

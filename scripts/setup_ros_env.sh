@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create or refresh .venv-ros: ROS 2 Kilted rclpy from PyPI wheels next to ctrl-rl[deploy] (no torch),
-# for `--transport rclpy` (deploy/transports/ros2.py), the sim2sim bridge and tests/test_rclpy_transport.py.
+# for `--transport rclpy` (src/ctrl_rl/deploy/transports/ros2.py), the sim2sim bridge and tests/test_rclpy_transport.py.
 # A separate venv because the ROS wheels install a .pth file (ros_wheels_bootstrapper) that re-execs every
 # interpreter start with LD_LIBRARY_PATH set: it must never land in the training .venv.
 # RMW: rmw_fastrtps_cpp (Fast DDS 3.2), the only RMW published as a wheel; ros-rclpy does not depend on it

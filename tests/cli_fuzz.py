@@ -6,7 +6,7 @@ and never silent acceptance.
 For every field of the learner, env and runner schemas: a value of the wrong type, and an out-of-range
 one (NaN for floats, -1 for integers, an unknown choice for strings with choices, a scalar for a
 list); plus unknown keys and groups, bad task parameters, bad paths for every command that takes one.
-Lines run in this process through ``ctrl_rl.cli.main`` (config errors stop before any env is built;
+Lines run in this process through ``ctrl_rl.app.cli.main`` (config errors stop before any env is built;
 ``--cfg`` is added where a line only tests the config). Prints ``case | outcome`` for any line that
 is not one clear line, and ends with ``RESULT tried=… one_line=… tracebacks=… silent=…``.
 """
@@ -58,7 +58,7 @@ def field_cases(schema: type, prefix: str, base: list[str]) -> list[list[str]]:
 
 def cases(tmp: Path) -> list[list[str]]:
     from ctrl_rl import config as c
-    from ctrl_rl.registry import learner
+    from ctrl_rl.algos.registry import learner
 
     out: list[list[str]] = []
     for algo in ("ppo", "sac", "pql", "bc"):
@@ -97,7 +97,7 @@ def cases(tmp: Path) -> list[list[str]]:
 
 def run(argv: list[str]) -> tuple[str, str]:
     """``(outcome, stderr)``: outcome is one_line, traceback, silent or multi_line."""
-    from ctrl_rl.cli import main
+    from ctrl_rl.app.cli import main
 
     err = io.StringIO()
     code: object = 0

@@ -4,7 +4,7 @@
 
 ``BUNDLE_DIR`` holds ``policy.onnx`` (a real exported ctrl_quad bundle) and the crafted bundles
 ``nan.onnx``, ``inf.onnx``, ``huge.onnx`` (the same policy with its output multiplied by NaN, inf
-and 1e6: tests/bundles.py). Each case starts the node as a user does (``python -m ctrl_rl.cli
+and 1e6: tests/bundles.py). Each case starts the node as a user does (``python -m ctrl_rl
 deploy node``) in its own process and namespace; this process is the robot: it publishes
 JointState + Imu at 200 Hz and whatever the case sends, and records every command and status.
 
@@ -450,7 +450,7 @@ def run_case(case: Case, bundle_dir: Path, transport: str, index: int) -> tuple[
     robot = Robot(transport, ns, meta, case.command_format)
     sets = [*BASE_SETTINGS, f"command_format={case.command_format}",
             f"command_joint_names=[{','.join(robot.order)}]", *case.settings]
-    cmd = [sys.executable, "-m", "ctrl_rl.cli", "deploy", "node", "--bundle", str(bundle), "--transport", transport,
+    cmd = [sys.executable, "-m", "ctrl_rl", "deploy", "node", "--bundle", str(bundle), "--transport", transport,
            "--namespace", ns, *[a for s in sets for a in ("--set", s)]]
     node = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     result, crashed = "ok", False

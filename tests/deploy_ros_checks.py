@@ -21,12 +21,13 @@ import sys
 import time
 
 import numpy as np
+from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+from rcl_interfaces.srv import GetParameters, SetParameters
+
 from ctrl_rl.deploy import messages as m
 from ctrl_rl.deploy.config import TopicQos
 from ctrl_rl.deploy.runtime import OnnxPolicy
 from ctrl_rl.deploy.transports.ros2 import RclpyTransport
-from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
-from rcl_interfaces.srv import GetParameters, SetParameters
 
 
 def call(node, srv_type, name: str, request, timeout: float = 10.0):
@@ -95,7 +96,7 @@ class Peer:
 
 def start_node(bundle: str | None, ns: str, *extra: str) -> subprocess.Popen:
     """The node as a user starts it; ``bundle`` None: it comes from ``extra`` (``--ros-args -p bundle:=``)."""
-    return subprocess.Popen([sys.executable, "-m", "ctrl_rl.cli", "deploy", "node",
+    return subprocess.Popen([sys.executable, "-m", "ctrl_rl", "deploy", "node",
                              *(["--bundle", bundle] if bundle else []), "--transport", "rclpy", "--namespace", ns,
                              "--set", "safety.stand_up_time=0.3",
                              "--set", "safety.stand_hold_time=0", "--set", "safety.command_timeout=0",

@@ -16,10 +16,10 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ctrl_rl.sims import make_env  # noqa: E402
 from vecenv_conformance import Transition, check_action_clipping, check_rollout, default_actions  # noqa: E402
 
 from ctrl_rl.env import Obs  # noqa: E402
+from ctrl_rl.sims import make_env  # noqa: E402
 
 CARTPOLE = "Mjlab-Cartpole-Balance"
 GO1 = "Mjlab-Velocity-Flat-Unitree-Go1"

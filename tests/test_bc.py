@@ -8,8 +8,6 @@ import math
 import numpy as np
 import pytest
 import torch
-from ctrl_rl.deploy.runtime import OnnxPolicy
-from ctrl_rl.sims import make_env
 
 from ctrl_rl.algos.bc import BC, gaussian_nll
 from ctrl_rl.app.configure import load_train_config
@@ -18,10 +16,12 @@ from ctrl_rl.app.export import export
 from ctrl_rl.app.train import train
 from ctrl_rl.config import ConfigError
 from ctrl_rl.config_offline import BCConfig
-from ctrl_rl.episodes import collect_dataset, run_episodes
+from ctrl_rl.deploy.runtime import OnnxPolicy
 from ctrl_rl.nets.chunk import ChunkedActor
 from ctrl_rl.nets.distributions import censored_gaussian_log_prob, gaussian_log_prob
 from ctrl_rl.nets.residual import LinearController
+from ctrl_rl.runners.episodes import collect_dataset, run_episodes
+from ctrl_rl.sims import make_env
 
 # a well-tuned PD law on point_mass's [p - target, v]: the source policy (about -20 per episode)
 EXPERT_GAIN = torch.tensor([[-10.0, 0.0, -3.0, 0.0], [0.0, -10.0, 0.0, -3.0]])

@@ -6,11 +6,11 @@ import sys
 import pytest
 import torch
 
-from ctrl_rl.registry import learners
+from ctrl_rl.algos.registry import learners
 
 
 def ctrl_rl(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ctrl_rl.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "ctrl_rl", *args], capture_output=True, text=True,
                           cwd=cwd, timeout=300)
 
 
@@ -104,8 +104,8 @@ def test_every_schema_field_is_overridable(algo, tmp_path):
     import dataclasses
     import json
 
+    from ctrl_rl.algos.registry import learner
     from ctrl_rl.app.configure import load_train_config
-    from ctrl_rl.registry import learner
 
     default = learner(algo).config()
     if algo == "distillation":  # a key the schema leaves empty and a run needs (check_complete)
@@ -117,3 +117,27 @@ def test_every_schema_field_is_overridable(algo, tmp_path):
             else json.dumps(v)
         overrides.append(f"algo.{f.name}={text}")
     assert load_train_config(overrides).algo == default
+
+
+def test_train_help_prints_every_task_parameter_and_config_refuses_a_wrong_one(capsys):
+    """Task parameters are as visible as the algorithm's: value training will use and description."""
+    import dataclasses
+
+    from ctrl_rl.app.cli import main
+    from ctrl_rl.app.configure import load_train_config
+    from ctrl_rl.config import ConfigError
+    from ctrl_rl.robots.locomotion import VelocityTaskConfig
+    from ctrl_rl.utils.docs import field_docs
+
+    with pytest.raises(SystemExit) as stop:
+        main(["train", "task=quadruped_velocity_flat", "task.kwargs.decimation=2", "--help"])
+    assert stop.value.code == 0
+    out = capsys.readouterr().out
+    docs = field_docs(VelocityTaskConfig)
+    for f in dataclasses.fields(VelocityTaskConfig):
+        line = next((row for row in out.splitlines() if row.strip().startswith(f"task.kwargs.{f.name}=")), None)
+        assert line is not None, f.name
+        assert docs[f.name][:40] in line, (f.name, line)
+    assert "task.kwargs.decimation=2 " in out
+    with pytest.raises(ConfigError, match="no parameter 'decimaton'.*valid: .*decimation"):
+        load_train_config(["task=quadruped_velocity_flat", "task.kwargs.decimaton=2"])

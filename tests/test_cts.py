@@ -57,8 +57,9 @@ def test_the_student_encoder_learns_from_the_latent_regression_alone() -> None:
 
 
 def test_cts_trains_logs_the_latent_loss_and_exports_the_student(tmp_path) -> None:
-    from ctrl_rl.deploy.robot_policy import RobotPolicy
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from ctrl_rl.deploy.robot_policy import RobotPolicy
 
     run = train(["algo=cts", "task=quadruped_velocity_flat", "env.num_envs=8", "algo.num_steps_per_env=8",
                  "runner.max_iterations=3", "runner.progress=false", "algo.actor_hidden=[32]",

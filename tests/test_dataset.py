@@ -8,9 +8,9 @@ import h5py
 import numpy as np
 import pytest
 import torch
-from ctrl_rl.sims import make_env
 
-from ctrl_rl.episodes import collect_dataset
+from ctrl_rl.runners.episodes import collect_dataset
+from ctrl_rl.sims import make_env
 from ctrl_rl.storage.dataset import Dataset, DatasetError, read_attrs
 from ctrl_rl.storage.sampler import DeviceSampler, device_bytes
 

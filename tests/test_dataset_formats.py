@@ -16,7 +16,6 @@ import minari
 import numpy as np
 import pytest
 import torch
-from ctrl_rl.deploy.runtime import OnnxPolicy
 from minari.data_collector import EpisodeBuffer
 
 from ctrl_rl.app.collect import collect
@@ -24,6 +23,7 @@ from ctrl_rl.app.export import export
 from ctrl_rl.app.session import load_policy, policy_fn
 from ctrl_rl.app.train import train
 from ctrl_rl.config import ConfigError
+from ctrl_rl.deploy.runtime import OnnxPolicy
 from ctrl_rl.storage.dataset import ARRAYS, Dataset, DatasetError, read_attrs
 from ctrl_rl.storage.formats import load_dataset, output_format
 from ctrl_rl.storage.minari_io import load_minari, save_minari
@@ -236,13 +236,13 @@ def test_collect_random_to_minari_needs_no_policy(tmp_path, capsys):
 
 
 def test_collect_cli_random_with_the_task_as_an_override(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "ctrl_rl.cli", "collect", "--level", "random", "task=pendulum",
+    r = subprocess.run([sys.executable, "-m", "ctrl_rl", "collect", "--level", "random", "task=pendulum",
                         "--output", "minari:cli/random-v0", "--steps", "10", "--envs", "2"],
                        capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1].startswith(f"RESULT path={tmp_path / 'minari' / 'cli/random-v0'} "
                                                         "format=minari level=random transitions=20")
-    bad = subprocess.run([sys.executable, "-m", "ctrl_rl.cli", "collect", "--level", "mixed", "--output", "x.hdf5"],
+    bad = subprocess.run([sys.executable, "-m", "ctrl_rl", "collect", "--level", "mixed", "--output", "x.hdf5"],
                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert bad.returncode == 2 and "--level mixed needs --mix" in bad.stderr and "Traceback" not in bad.stderr
 

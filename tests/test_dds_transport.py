@@ -16,6 +16,8 @@ import time
 
 import numpy as np
 import pytest
+from cyclonedds.core import Policy
+
 from ctrl_rl.deploy import messages as m
 from ctrl_rl.deploy.transports import make_transport
 from ctrl_rl.deploy.transports.dds import (
@@ -33,7 +35,6 @@ from ctrl_rl.deploy.transports.dds import (
     stamp_to_time,
     time_to_stamp,
 )
-from cyclonedds.core import Policy
 
 DOMAIN = 100 + os.getpid() % 100  # 7400 + 250 * domain stays below 65535 up to 232
 CDR_LE = b"\x00\x01\x00\x00"  # encapsulation: plain CDR (XCDR1) little endian, options 0

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from bundles import quadruped_bundle, scan_bundle
+
 from ctrl_rl.deploy import messages as m
 from ctrl_rl.deploy.node import DeployNode, NodeParams
 from ctrl_rl.deploy.transports.dds import DdsTransport
@@ -52,7 +53,7 @@ def check_exchange(r: dict) -> None:
     assert r["bridge"]["commands"] > 100 and r["bridge"]["rejected"] == 0
     assert r["bridge"]["base_height"] > 0.2  # standing (lying: 0.11 m)
     assert "stale" in r["transitions"][2][1]
-    # the watchdog fires within the state timeout (sim2sim's, see deploy/cli.py) plus a tick
+    # the watchdog fires within the state timeout (sim2sim's, see deploy/commands.py) plus a tick
     assert r["state_timeout_ms"] < r["damping_after_last_state_ms"]
     assert r["damping_after_last_state_ms"] <= r["state_timeout_ms"] + 2 * r["control_period_ms"]
 
@@ -169,7 +170,7 @@ def test_estop_latches_damping_and_start_stands_up_again(node_and_robot, bundle)
 @pytest.mark.slow
 def test_sim2sim_command_runs_bridge_and_node(bundle):
     """`ctrl-rl deploy sim2sim` as a user runs it: ends with RESULT lines, the robot standing."""
-    proc = subprocess.run([sys.executable, "-m", "ctrl_rl.cli", "deploy", "sim2sim", bundle, "--duration", "6",
+    proc = subprocess.run([sys.executable, "-m", "ctrl_rl", "deploy", "sim2sim", bundle, "--duration", "6",
                            "--set", "safety.stand_up_time=1.0", "--cmd-vel", "0", "0", "0",
                            "--joint-order", "reversed"],
                           capture_output=True, text=True, timeout=120)
@@ -186,7 +187,7 @@ def test_sim2sim_serves_a_scan_bundle_the_height_map_of_its_terrain(tmp_path):
     """A bundle whose actor observes the height scan: the bridge plays the robot's terrain perception
     (the map of the training terrain under the robot), the node reads it and runs the policy."""
     bundle = scan_bundle(tmp_path / "runs")
-    proc = subprocess.run([sys.executable, "-m", "ctrl_rl.cli", "deploy", "sim2sim", bundle, "--duration", "8",
+    proc = subprocess.run([sys.executable, "-m", "ctrl_rl", "deploy", "sim2sim", bundle, "--duration", "8",
                            "--set", "safety.stand_up_time=1.0", "--cmd-vel", "0", "0", "0", "--terrain-cell", "1", "0"],
                           capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]

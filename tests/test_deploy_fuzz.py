@@ -75,7 +75,7 @@ def test_nothing_moves_a_joint_before_the_first_valid_state(bundle_dir, command_
 
 
 def deploy(*args: str, python: str = sys.executable, timeout: float = 60, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([python, "-m", "ctrl_rl.cli", "deploy", "node", "--duration", "0.5", *args],
+    return subprocess.run([python, "-m", "ctrl_rl", "deploy", "node", "--duration", "0.5", *args],
                           capture_output=True, text=True, timeout=timeout, env={**os.environ, **env})
 
 

@@ -44,8 +44,9 @@ def teacher(tmp_path_factory):
 
 
 def test_student_learns_from_the_teacher_exports_and_resumes(teacher, tmp_path) -> None:
-    from ctrl_rl.deploy.robot_policy import RobotPolicy
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from ctrl_rl.deploy.robot_policy import RobotPolicy
 
     common = ["algo=distillation", "task=quadruped_velocity_flat", f"algo.teacher={teacher}",
               "algo.teacher_mix_iterations=2", f"runner.log_root={tmp_path}", *TINY]

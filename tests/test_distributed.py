@@ -1,6 +1,6 @@
 """torchrun training on CPU (gloo): replicas stay equal, curves match one process, resume is exact.
 
-Every run here is a real ``torchrun`` launch of ``ctrl_rl.cli train`` with two processes, as a
+Every run here is a real ``torchrun`` launch of ``python -m ctrl_rl train`` with two processes, as a
 user would start it; the single-process runs it is compared with use the same total envs.
 """
 
@@ -37,7 +37,7 @@ def torchrun(nproc: int, *args: str, timeout: int = 900) -> subprocess.Completed
 
 def train(root: Path, nproc: int, *overrides: str) -> Path:
     """One training run (``nproc`` > 1: torchrun); returns its run directory."""
-    args = ["-m", "ctrl_rl.cli", "train", f"runner.log_root={root}", "runner.progress=false", *overrides]
+    args = ["-m", "ctrl_rl", "train", f"runner.log_root={root}", "runner.progress=false", *overrides]
     if nproc == 1:
         proc = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=900, env=ENV)
         assert proc.returncode == 0, failure(proc)
@@ -108,7 +108,7 @@ def test_resume_under_torchrun_is_exact_and_any_world_size_loads(tmp_path):
     run = train(tmp_path / "a", 2, *common)
     straight = torch.load(run / "model_4.pt", map_location="cpu", weights_only=False)
     shutil.copy(run / "model_4.pt", tmp_path / "straight.pt")
-    args = ["-m", "ctrl_rl.cli", "train", "task=pendulum", "runner.progress=false", "--checkpoint",
+    args = ["-m", "ctrl_rl", "train", "task=pendulum", "runner.progress=false", "--checkpoint",
             str(run / "model_2.pt")]
     torchrun(2, *args)
     resumed = torch.load(run / "model_4.pt", map_location="cpu", weights_only=False)
@@ -138,7 +138,7 @@ def _tensors(tree) -> list[torch.Tensor]:
 
 def test_unsupported_learners_refuse_torchrun_by_name(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                           "-m", "ctrl_rl.cli", "train", "algo=pql", "task=pendulum", f"runner.log_root={tmp_path}"],
+                           "-m", "ctrl_rl", "train", "algo=pql", "task=pendulum", f"runner.log_root={tmp_path}"],
                           capture_output=True, text=True, timeout=300, env=ENV)
     assert proc.returncode != 0
     assert "algo=pql does not train under torchrun yet" in proc.stderr

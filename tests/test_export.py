@@ -7,10 +7,10 @@ import sys
 import numpy as np
 import pytest
 import torch
-from ctrl_rl.deploy.export import ParityError, check_parity, export_onnx
 
 from ctrl_rl.app.export import export
 from ctrl_rl.app.train import train
+from ctrl_rl.export.onnx_policy import ParityError, check_parity, export_onnx
 from ctrl_rl.nets.actor_critic import GaussianActor
 
 TINY = ["task=pendulum", "env.num_envs=16", "algo.num_steps_per_env=8", "algo.actor_hidden=[16]",
@@ -29,8 +29,8 @@ def test_export_matches_torch_and_carries_metadata(run_dir):
     path = export(str(run_dir), [])
     assert path == run_dir / "exported" / "policy.onnx"
     ckpt = torch.load(run_dir / "model_2.pt", weights_only=False)
+    from ctrl_rl.algos.checkpoints import config_from_dict
     from ctrl_rl.algos.ppo import PPO
-    from ctrl_rl.app.configure import config_from_dict
 
     cfg = config_from_dict(ckpt["config"])
     alg = PPO(cfg.algo, ckpt["obs_dims"], ckpt["action_dim"], 1, "cpu")
@@ -55,7 +55,7 @@ def test_parity_check_catches_a_different_graph(tmp_path):
     export_onnx(actor, 3, (-1.0, 1.0), out, {"task": "t"})
     with torch.no_grad():
         actor.net[0].weight.add_(1e-3)  # torch side drifts from the exported graph
-    from ctrl_rl.deploy.export import ExportedPolicy
+    from ctrl_rl.export.onnx_policy import ExportedPolicy
 
     with pytest.raises(ParityError, match="refusing to write"):
         check_parity(ExportedPolicy(actor, (-1.0, 1.0)), out.read_bytes(),
@@ -63,7 +63,7 @@ def test_parity_check_catches_a_different_graph(tmp_path):
 
 
 def test_export_refuses_to_write_when_parity_fails(tmp_path, monkeypatch):
-    import ctrl_rl.deploy.export as ex
+    import ctrl_rl.export.onnx_policy as ex
 
     def failing(*args, **kwargs):
         raise ParityError("ONNX output differs; refusing to write the bundle")

@@ -35,7 +35,7 @@ PQL = ["algo=pql", "task=pendulum", "env.num_envs=8", "algo.batch_size=32", "alg
 
 
 def cli(*args: str, env: dict | None = None, timeout: float = 300, **popen) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ctrl_rl.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "ctrl_rl", *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})}, **popen)
 
 
@@ -154,7 +154,7 @@ def test_kill_at_every_write_point_then_resume_is_exact(straight_runs, tmp_path,
 
 
 def start_training(args: list[str], root: Path) -> tuple[subprocess.Popen, Path]:
-    proc = subprocess.Popen([sys.executable, "-m", "ctrl_rl.cli", "train", *args, "runner.max_iterations=100000",
+    proc = subprocess.Popen([sys.executable, "-m", "ctrl_rl", "train", *args, "runner.max_iterations=100000",
                              "runner.save_interval=100000", f"runner.log_root={root}"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
@@ -279,9 +279,8 @@ def test_a_non_finite_value_stops_the_run_in_its_iteration_and_no_checkpoint_hol
 
 
 def test_offline_learner_stops_on_non_finite_parameters(monkeypatch, tmp_path):
+    from ctrl_rl.runners.episodes import collect_dataset, random_policy
     from ctrl_rl.sims import make_env
-
-    from ctrl_rl.episodes import collect_dataset, random_policy
 
     env = make_env("torch", "pendulum", 4, "cpu", seed=0)
     from ctrl_rl.runners.offline import OfflineRunner

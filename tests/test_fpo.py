@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from ctrl_rl.deploy.runtime import OnnxPolicy
 
 from ctrl_rl.algos.losses import fpo_log_ratio
 from ctrl_rl.app.configure import load_train_config
@@ -14,6 +13,7 @@ from ctrl_rl.app.evaluate import evaluate
 from ctrl_rl.app.export import export
 from ctrl_rl.app.train import train
 from ctrl_rl.config import ConfigError
+from ctrl_rl.deploy.runtime import OnnxPolicy
 from ctrl_rl.nets.flow import FlowActor
 
 

@@ -6,10 +6,11 @@ import gymnasium
 import numpy as np
 import pytest
 import torch
-from ctrl_rl.sims import make_env
-from ctrl_rl.sims.gymnasium_env import GymnasiumVecEnv
 from gymnasium.vector import AutoresetMode
 from vecenv_conformance import Transition, check_vecenv
+
+from ctrl_rl.sims import make_env
+from ctrl_rl.sims.gymnasium_env import GymnasiumVecEnv
 
 MODES = [AutoresetMode.SAME_STEP, AutoresetMode.NEXT_STEP, AutoresetMode.DISABLED]
 

@@ -13,8 +13,9 @@ import gymnasium
 import numpy as np
 import pytest
 import torch
-from ctrl_rl.sims import list_tasks, make_env
 from vecenv_conformance import check_vecenv
+
+from ctrl_rl.sims import list_tasks, make_env
 
 # id -> (obs dim, action dim, step_dt): gymnasium 1.x v5 defaults.
 SUITE = {

@@ -9,6 +9,7 @@ import uuid
 import numpy as np
 import pytest
 import torch
+
 from ctrl_rl.deploy import messages as m
 from ctrl_rl.deploy.height_map import HeightMapSpec, grid_shape, yaw_points
 from ctrl_rl.robots.height_scan import HeightScanConfig

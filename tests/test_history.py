@@ -4,6 +4,7 @@ that is not reset, and the task options that turn it on."""
 import numpy as np
 import pytest
 import torch
+
 from ctrl_rl.robots.terms import ObsTerm, TermHistory
 from ctrl_rl.sims import make_env
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 import pytest
+
 from ctrl_rl.robots.robot import RobotConfig, build_model, joint_indices, load_robot
 
 NAME = "ctrl_humanoid"

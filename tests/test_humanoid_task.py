@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+
 from ctrl_rl.robots.humanoid import (
     HUMANOID_REWARDS,
     HumanoidVelocityTaskConfig,

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from ctrl_rl.sims import make_env
-from ctrl_rl.sims.legged_gym_standin import DEFAULT_ANGLES, JOINTS, StandInLeggedRobot, legged_cfg
+from legged_gym_standin import DEFAULT_ANGLES, JOINTS, StandInLeggedRobot, legged_cfg
 
 from ctrl_rl.app.export import export
 from ctrl_rl.app.train import train
+from ctrl_rl.sims import make_env
 
 TASK = "legged_standin"
 

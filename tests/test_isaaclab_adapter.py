@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 import torch
-from ctrl_rl.sims import list_tasks, make_env
-from ctrl_rl.sims.isaaclab import IsaacLabVecEnv, apply_cfg_overrides
 from vecenv_conformance import Transition, check_action_clipping, check_rollout, check_seeding
 
 from ctrl_rl.app.configure import load_train_config
+from ctrl_rl.sims import list_tasks, make_env
+from ctrl_rl.sims.isaaclab import IsaacLabVecEnv, apply_cfg_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
 MJLAB_PYTHON = ROOT / ".venv-mjlab" / "bin" / "python"
@@ -104,7 +104,7 @@ def test_train_mjlab_go1_with_critic_group(tmp_path: Path) -> None:
 def test_sims_are_listed_and_routed() -> None:
     tasks = list_tasks()
     assert "Mjlab-Velocity-Flat-Unitree-Go1" in tasks["mjlab"] and "Isaac-Cartpole" in tasks["isaaclab"]
-    listed = subprocess.run([sys.executable, "-m", "ctrl_rl.cli", "list"], capture_output=True, text=True)
+    listed = subprocess.run([sys.executable, "-m", "ctrl_rl", "list"], capture_output=True, text=True)
     assert "sim=mjlab: Mjlab-Cartpole-Balance" in listed.stdout and "sim=isaaclab: Isaac-Cartpole" in listed.stdout
     cfg = load_train_config(["sim=mjlab", "task=Mjlab-Velocity-Flat-Unitree-Go1", "+task.kwargs.episode_length_s=5",
                              "+task.kwargs.rewards.upright.weight=2.0"])

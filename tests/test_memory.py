@@ -6,11 +6,11 @@ import math
 import numpy as np
 import pytest
 import torch
-from ctrl_rl.sims import make_env
 
 from ctrl_rl.algos.ppo import PPO
 from ctrl_rl.config_onpolicy import PPOConfig
 from ctrl_rl.nets.memory import Memory, split_trajectories, through_memory, trajectories, unpad
+from ctrl_rl.sims import make_env
 from ctrl_rl.storage.rollout import env_minibatches
 
 
@@ -106,9 +106,8 @@ def test_recurrent_bootstrap_value_uses_the_pre_reset_state():
 
 
 def test_recurrent_export_checks_sequences_and_refuses_a_mismatch(tmp_path):
-    from ctrl_rl.deploy.export import ExportedRecurrentPolicy, ParityError, check_sequence_parity, export_onnx
     from ctrl_rl.deploy.runtime import OnnxPolicy
-
+    from ctrl_rl.export.onnx_policy import ExportedRecurrentPolicy, ParityError, check_sequence_parity, export_onnx
     from ctrl_rl.nets.actor_critic import GaussianActor
     from ctrl_rl.nets.memory import RecurrentPolicy
 

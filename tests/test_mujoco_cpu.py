@@ -6,10 +6,11 @@ import mujoco
 import numpy as np
 import pytest
 import torch
+from vecenv_conformance import check_vecenv
+
 from ctrl_rl.robots.robot import ROBOTS_DIR, RobotConfig, build_model, load_robot
 from ctrl_rl.robots.terms import TERM_FUNCTIONS, ObsTerm, compute_obs, projected_gravity, quat_rotate_inverse
 from ctrl_rl.sims import list_tasks, make_env
-from vecenv_conformance import check_vecenv
 
 TASK = "quadruped_velocity_flat"
 SHORT = {"episode_length_s": 0.4}  # 20 control steps: episodes end inside the checks
@@ -188,7 +189,7 @@ def test_pd_actuators_follow_config():
 
 
 def test_evaluation_metrics_count_each_env_until_its_episode_ends():
-    from ctrl_rl.episodes import run_episodes, zero_policy
+    from ctrl_rl.runners.episodes import run_episodes, zero_policy
 
     env = make_env("mujoco", TASK, 4, seed=0, fixed_command=(0.5, 0.0, 0.0), **SHORT)
     metrics: dict[str, float] = {}
@@ -201,11 +202,10 @@ def test_evaluation_metrics_count_each_env_until_its_episode_ends():
 def test_export_carries_robot_metadata_and_obs_recompute_with_numpy(tmp_path):
     """The bundle holds the obs layout and action mapping; numpy + the bundle's term list
     rebuild the env's policy observation from robot signals alone; the clip is in the graph."""
-    from ctrl_rl.deploy.runtime import OnnxPolicy
-    from ctrl_rl.robots.terms import ROBOT_SIGNALS
-
     from ctrl_rl.app.export import export
     from ctrl_rl.app.train import train
+    from ctrl_rl.deploy.runtime import OnnxPolicy
+    from ctrl_rl.robots.terms import ROBOT_SIGNALS
 
     run = train(["task=quadruped_velocity_flat", "env.num_envs=8", "algo.num_steps_per_env=8",
                  "runner.max_iterations=1", "algo.actor_hidden=[16]", "algo.critic_hidden=[16]",

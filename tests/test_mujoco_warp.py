@@ -13,10 +13,11 @@ import mujoco
 import mujoco_warp  # noqa: F401 - the mjwarp extra; scripts/test.sh installs it (fail, never skip)
 import pytest
 import torch
+from vecenv_conformance import check_vecenv
+
 from ctrl_rl.robots.robot import build_model, load_robot
 from ctrl_rl.sims import list_tasks, make_env
 from ctrl_rl.sims.mujoco_warp import UnsupportedModelError, WarpPhysics
-from vecenv_conformance import check_vecenv
 
 TASK = "quadruped_velocity_flat"
 FIXED = {"obs_noise": 0.0, "push_velocity": 0.0, "max_action_delay": 0, "friction": (1.0, 1.0),

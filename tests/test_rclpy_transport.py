@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from ctrl_rl.deploy import messages as m
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -190,7 +191,7 @@ def test_params_file_and_remaps(tmp_path: Path) -> None:
 def test_interop_cyclonedds_dds_transport_with_rclpy_fastdds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """DdsTransport (plain cyclonedds, this venv) -> rclpy/Fast DDS echo node (.venv-ros) -> DdsTransport."""
     pytest.importorskip("cyclonedds", reason="cyclonedds not installed in this venv (deploy extra)")
-    if not (ROOT / "deploy" / "transports" / "dds.py").exists():
+    if not (ROOT / "src" / "ctrl_rl" / "deploy" / "transports" / "dds.py").exists():
         pytest.skip("deploy/transports/dds.py not written yet")
     from ctrl_rl.deploy.transports.dds import DdsTransport
 

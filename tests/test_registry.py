@@ -10,16 +10,15 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from ctrl_rl.sims.torch_envs import register_task
-from ctrl_rl.sims.torch_envs.base import State, TorchVecEnv
 
 from ctrl_rl import cli
 from ctrl_rl.algos.heads import GaussianHead
 from ctrl_rl.algos.ppo import PPO
+from ctrl_rl.algos.registry import learners, register_learner
 from ctrl_rl.app.configure import config_dir, load_train_config
 from ctrl_rl.config_onpolicy import PPOConfig
-from ctrl_rl.registry import learners, register_learner
-from ctrl_rl.runners.on_policy import OnPolicyRunner
+from ctrl_rl.sims.torch_envs import register_task
+from ctrl_rl.sims.torch_envs.base import State, TorchVecEnv
 from ctrl_rl.utils.docs import field_docs
 
 # ---- a learner: vanilla policy gradient with a baseline (A2C's loss), on PPO's machinery ----------
@@ -83,14 +82,13 @@ def ctrl_rl(*argv: str) -> None:
 
 
 def test_a_learner_and_a_task_from_this_file_alone_go_through_every_command(tmp_path, monkeypatch, capsys):
+    from ctrl_rl.algos import registry
     from ctrl_rl.sims import torch_envs
-
-    from ctrl_rl import registry
 
     learners()  # the built-ins first: this test's entries are undone after it, theirs are not
     monkeypatch.setattr(registry, "_LEARNERS", dict(registry._LEARNERS))
     monkeypatch.setattr(torch_envs, "TASKS", dict(torch_envs.TASKS))
-    register_learner("a2c_test", config=A2CConfig, build=make_a2c, runner=OnPolicyRunner)
+    register_learner("a2c_test", config=A2CConfig, build=make_a2c, loop="online")
     register_task("reach_1d", Reach1D)
     monkeypatch.chdir(tmp_path)
     small = ["algo=a2c_test", "task=reach_1d", "env.num_envs=16", "algo.num_steps_per_env=20",
@@ -150,8 +148,8 @@ def _tune_delta(path: Path) -> dict[str, object]:
 def _expected(algo: str, task: str | None, preset: str | None = None) -> dict[str, object]:
     """Schema defaults, then the tune file's delta (the preset's, when one is picked): what
     ``train`` must use."""
+    from ctrl_rl.algos.registry import learner
     from ctrl_rl.config import TrainConfig
-    from ctrl_rl.registry import learner
 
     task = task or "pendulum"
     want = _flat(dataclasses.asdict(TrainConfig(algo=learner(algo).config())))
@@ -190,8 +188,3 @@ def test_train_config_is_schema_defaults_plus_tune_delta_and_help_prints_it(algo
     for section in ("env", "runner", "task", "sim"):
         for f in dataclasses.fields(getattr(cfg, section)):
             assert f"  {section}.{f.name}=" in text
-
-
-def test_no_learner_yaml_restates_defaults():
-    """``configs/`` holds choices and tune deltas; the schemas hold the defaults."""
-    assert not (Path(config_dir()) / "algo").exists()

@@ -16,11 +16,11 @@ import mujoco
 import numpy as np
 import pytest
 import torch
-from ctrl_rl.sims import SIMS, SimBackend
-from ctrl_rl.sims.render import OffscreenRenderer
 
 from ctrl_rl.app.play import play
 from ctrl_rl.env import VecEnv
+from ctrl_rl.sims import SIMS, SimBackend
+from ctrl_rl.sims.render import OffscreenRenderer
 from ctrl_rl.utils.video import VideoWriter, video_fps
 
 BOX_XML = """
@@ -166,7 +166,7 @@ def test_disabled_gl_is_a_clear_error():
 
 def test_play_video_on_torch_env_fails_before_running(tmp_path):
     out = tmp_path / "pendulum.mp4"
-    r = subprocess.run([sys.executable, "-m", "ctrl_rl.cli", "play", "--agent", "zero", "task=pendulum",
+    r = subprocess.run([sys.executable, "-m", "ctrl_rl", "play", "--agent", "zero", "task=pendulum",
                         "--video", str(out)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert "--video: sim 'torch' (task 'pendulum') cannot render frames" in r.stderr

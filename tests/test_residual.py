@@ -6,18 +6,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from ctrl_rl.deploy.runtime import OnnxPolicy
-from ctrl_rl.sims import make_env
 
 from ctrl_rl.algos import make_algorithm
-from ctrl_rl.app.configure import config_from_dict, load_train_config
+from ctrl_rl.algos.checkpoints import config_from_dict
+from ctrl_rl.app.configure import load_train_config
 from ctrl_rl.app.evaluate import evaluate
 from ctrl_rl.app.export import export
 from ctrl_rl.app.train import train
 from ctrl_rl.config import ConfigError
-from ctrl_rl.episodes import run_episodes
+from ctrl_rl.deploy.runtime import OnnxPolicy
 from ctrl_rl.nets.chunk import ChunkedActor, ChunkExecutor
 from ctrl_rl.nets.residual import LinearController
+from ctrl_rl.runners.episodes import run_episodes
+from ctrl_rl.sims import make_env
 
 WEAK_PD = [[-0.3, 0.0, -0.5, 0.0], [0.0, -0.3, 0.0, -0.5]]  # tune/residual_point_mass.yaml's base
 SMALL = ["env.num_envs=32", "algo.num_steps_per_env=8", "algo.actor_hidden=[32]", "algo.critic_hidden=[32]",

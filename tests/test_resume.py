@@ -14,7 +14,7 @@ import torch
 from ctrl_rl.app.configure import load_train_config
 from ctrl_rl.app.session import build_env
 from ctrl_rl.app.train import train
-from ctrl_rl.runners.on_policy import OnPolicyRunner
+from ctrl_rl.runners import make_runner
 from ctrl_rl.utils.checkpoint import rng_state, save_atomic
 
 SMALL = ["task=pendulum", "env.num_envs=32", "algo.num_steps_per_env=16", "algo.actor_hidden=[32,32]",
@@ -58,12 +58,12 @@ def test_save_atomic_leaves_old_file_on_failure(tmp_path):
 
 def test_load_restores_every_tensor_counter_and_rng(tmp_path):
     cfg = load_train_config(SMALL + ["runner.max_iterations=3"])
-    runner = OnPolicyRunner(build_env(cfg), cfg, tmp_path)
+    runner = make_runner(build_env(cfg), cfg, tmp_path)
     runner.learn(3)
     saved = runner.state_dict()
     save_atomic(saved, tmp_path / "ck.pt")
     torch.manual_seed(999)  # disturb the global RNG; load must restore it
-    fresh = OnPolicyRunner(build_env(cfg), cfg, None)
+    fresh = make_runner(build_env(cfg), cfg, None)
     fresh.load(tmp_path / "ck.pt")
     restored = fresh.state_dict()
     for key in ("algo", "env_state", "obs", "iteration", "env_steps", "history", "config"):
@@ -90,7 +90,7 @@ def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path, extra):
 
     # the same run, killed with SIGKILL as soon as its first checkpoint exists
     root_b = tmp_path / "b"
-    cmd = [sys.executable, "-m", "ctrl_rl.cli", "train", *small, "runner.max_iterations=100000",
+    cmd = [sys.executable, "-m", "ctrl_rl", "train", *small, "runner.max_iterations=100000",
            f"runner.log_root={root_b}"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.time() + 240

@@ -14,15 +14,15 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+
 from ctrl_rl.deploy import messages as m
-from ctrl_rl.deploy.cli import build_parser, resolve_params
+from ctrl_rl.deploy.commands import build_parser, resolve_params
 from ctrl_rl.deploy.node import DeployNode, NodeParams
 from ctrl_rl.deploy.recorder import EpisodeRecorder
 from ctrl_rl.deploy.robot_policy import RobotPolicy
 from ctrl_rl.deploy.runtime import OnnxPolicy
 from ctrl_rl.deploy.safety import Mode
 from ctrl_rl.robots import log_rewards
-
 from ctrl_rl.storage import robot_log as rl
 from ctrl_rl.storage.dataset import Dataset, DatasetError
 
@@ -389,7 +389,8 @@ def test_record_flag_of_deploy_node_and_sim2sim(tmp_path):
         args = build_parser().parse_args([*argv, "--record", str(tmp_path / "logs")])
         args.bundle = args.bundle or getattr(args, "bundle_pos", None)
         assert resolve_params(args).record_dir == str(tmp_path / "logs")
-    assert NodeParams.from_yaml(Path(__file__).parent.parent / "configs" / "deploy" / "node.yaml").record_dir == ""
+    params = Path(__file__).parent.parent / "src" / "ctrl_rl" / "configs" / "deploy" / "node.yaml"
+    assert NodeParams.from_yaml(params).record_dir == ""
 
 
 # -- end to end: the real node over DDS against the sim2sim bridge --------------------------------

@@ -8,12 +8,12 @@ import sys
 import numpy as np
 import pytest
 import torch
-from ctrl_rl.deploy.robot_policy import RobotPolicy, joint_index_map
-from ctrl_rl.robots.terms import ROBOT_SIGNALS
-from ctrl_rl.sims import make_env
 
 from ctrl_rl.app.export import export
 from ctrl_rl.app.train import train
+from ctrl_rl.deploy.robot_policy import RobotPolicy, joint_index_map
+from ctrl_rl.robots.terms import ROBOT_SIGNALS
+from ctrl_rl.sims import make_env
 
 TASK = "quadruped_velocity_flat"
 EXACT = {"obs_noise": 0.0, "max_action_delay": 0, "push_velocity": 0.0}  # what a robot never gets in training
@@ -104,7 +104,7 @@ t = rp.step(s)
 assert t.shape == (12,)
 # the whole robot side: node, safety, plain-DDS transport, sim2sim bridge, `ctrl-rl deploy`
 import ctrl_rl.deploy.node, ctrl_rl.deploy.safety, ctrl_rl.deploy.sim2sim, ctrl_rl.deploy.transports.dds
-from ctrl_rl.cli import main
+from ctrl_rl.app.cli import main
 try:
     main(["deploy", "node", "--help"])
 except SystemExit as e:
@@ -137,7 +137,7 @@ def test_numpy_history_and_memory_rebuild_the_env_from_the_bundle_alone(memory_b
     """100 closed-loop steps with resets (0.5 s episodes): the robot side's stacked observation equals
     the env's (1e-5) and its ONNX actions with their carried state equal the torch policy's."""
     from ctrl_rl.app.session import load_policy, policy_fn
-    from ctrl_rl.episodes import episodes_ended
+    from ctrl_rl.runners.episodes import episodes_ended
 
     run, bundle = memory_bundle
     rp = RobotPolicy(bundle)

@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 import pytest
+
 from ctrl_rl.deploy.node import NodeParams
 from ctrl_rl.deploy.safety import (
     Mode,
@@ -243,6 +244,6 @@ def test_shipped_params_file_and_launch_file_are_valid():
     (launch_ros has no PyPI wheels, so it is never launched here)."""
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parent.parent / "src" / "ctrl_rl"
     assert NodeParams.from_yaml(root / "configs/deploy/node.yaml") == NodeParams()
     compile((root / "deploy/launch/ctrl_rl_node.launch.py").read_text(), "launch.py", "exec")

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from ctrl_rl.sims import make_env
 
 from ctrl_rl.algos.symmetry import Symmetry, mirror_loss, mirror_minibatch
 from ctrl_rl.app.train import train
 from ctrl_rl.config import ConfigError
+from ctrl_rl.mirror import EnvMirror, SignedPerm, pair_points
+from ctrl_rl.sims import make_env
 from ctrl_rl.storage.rollout import Minibatch
-from ctrl_rl.symmetry import EnvMirror, SignedPerm, pair_points
 
 EXACT = {"obs_noise": 0.0, "max_action_delay": 0, "push_velocity": 0.0, "friction": [1.0, 1.0],
          "added_base_mass": [0.0, 0.0], "kp_scale": [1.0, 1.0], "kd_scale": [1.0, 1.0],

@@ -10,6 +10,7 @@ import mujoco
 import numpy as np
 import pytest
 import torch
+
 from ctrl_rl.robots.curriculum import TerrainCurriculum, next_levels
 from ctrl_rl.robots.robot import build_model, load_robot
 from ctrl_rl.robots.terrain import TERRAIN_TYPES, TerrainConfig, add_to_spec, generate
@@ -295,11 +296,10 @@ def test_same_terrain_and_scan_on_mujoco_warp() -> None:
 def test_a_bundle_whose_actor_needs_the_scan_is_refused_without_a_height_map_source(tmp_path: Path) -> None:
     """The scan reaches the bundle as a term; a robot without a height-map source refuses it up front,
     and with one the numpy runtime rebuilds the env's observation from the scan it is given."""
-    from ctrl_rl.deploy.robot_policy import RobotPolicy
-    from ctrl_rl.robots.terms import ROBOT_SIGNALS
-
     from ctrl_rl.app.export import export
     from ctrl_rl.app.train import train
+    from ctrl_rl.deploy.robot_policy import RobotPolicy
+    from ctrl_rl.robots.terms import ROBOT_SIGNALS
 
     kw = ["task=quadruped_velocity_rough", "env.num_envs=16", "algo.num_steps_per_env=8", "runner.max_iterations=1",
           "runner.progress=false", f"runner.log_root={tmp_path}", "task.kwargs.actor_height_scan=true",

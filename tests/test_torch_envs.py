@@ -8,10 +8,11 @@ import gymnasium
 import numpy as np
 import pytest
 import torch
+from vecenv_conformance import Transition, check_vecenv
+
 from ctrl_rl.sims import list_tasks, make_env
 from ctrl_rl.sims.torch_envs import TASKS, wrap_to_pi
 from ctrl_rl.sims.torch_envs.cartpole import THETA_THRESHOLD, X_THRESHOLD
-from vecenv_conformance import Transition, check_vecenv
 
 TORCH_TASKS = sorted(TASKS)
 CONFORMANCE_TASKS = [t for t in TORCH_TASKS if t != "bimodal_bandit"]

@@ -10,7 +10,6 @@ import shutil
 import numpy as np
 import pytest
 import torch
-from ctrl_rl.deploy.runtime import OnnxPolicy
 
 from ctrl_rl.algos.uni_o4 import UniO4
 from ctrl_rl.app.configure import load_train_config
@@ -18,9 +17,10 @@ from ctrl_rl.app.export import export
 from ctrl_rl.app.session import build_env
 from ctrl_rl.app.train import train
 from ctrl_rl.config import ConfigError
-from ctrl_rl.episodes import collect_dataset, random_policy
+from ctrl_rl.deploy.runtime import OnnxPolicy
 from ctrl_rl.nets.dynamics import DynamicsEnsemble
 from ctrl_rl.runners import make_runner
+from ctrl_rl.runners.episodes import collect_dataset, random_policy
 from ctrl_rl.storage.dataset import Dataset
 
 TINY = ["env.num_envs=8", "algo.num_steps_per_env=16", "algo.num_minibatches=2", "algo.pretrain_iterations=2",

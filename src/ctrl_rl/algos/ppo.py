@@ -1,0 +1,348 @@
+"""PPO: the on-policy learner (act, process_step, update) with rsl_rl's feature set.
+
+Beyond rsl_rl: truncated episodes bootstrap from ``V(final_obs)`` (the true last state),
+every epoch draws a fresh minibatch permutation, values can be learned in a normalized
+target space, and the critic is evaluated once per rollout in two large batches instead
+of once per env step.
+
+Its family is built by composition, not subclassing: a policy head (``algos/heads.py``:
+Gaussian; FPO's flow; the residual on a frozen base) owns sampling and the surrogate, a rollout
+source (``algos/rollouts.py``: one rollout; PROPS's ring with a behavior policy) owns what the
+update trains on, and a :class:`~ctrl_rl.algos.schedule.LearningRate` owns the step size.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+from ctrl_rl import distributed
+from ctrl_rl.algos.base import Learner
+from ctrl_rl.algos.diagnostics import sampling_error
+from ctrl_rl.algos.graphs import CapturedStep, update_precision
+from ctrl_rl.algos.heads import GaussianHead, PolicyHead
+from ctrl_rl.algos.losses import compute_gae, explained_variance, value_loss
+from ctrl_rl.algos.registry import register_learner
+from ctrl_rl.algos.rollouts import OneRollout
+from ctrl_rl.algos.schedule import LearningRate
+from ctrl_rl.algos.symmetry import Symmetry, mirror_loss, mirror_minibatch
+from ctrl_rl.config_onpolicy import PPOConfig
+from ctrl_rl.env import Obs
+from ctrl_rl.mirror import EnvMirror
+from ctrl_rl.nets.actor_critic import ActorCritic
+from ctrl_rl.nets.memory import MemoryStates, RecurrentPolicy, through_memory
+from ctrl_rl.nets.normalizer import EmpiricalNormalizer, observe
+from ctrl_rl.storage.rollout import Minibatch, RolloutStorage, env_minibatches, minibatches
+from ctrl_rl.utils.guards import check_finite
+
+log = logging.getLogger(__name__)
+
+
+def normalize_advantages(adv: torch.Tensor) -> torch.Tensor:
+    """``(A - mean) / (std + 1e-8)`` with the statistics of every rank's rollout under torchrun."""
+    if not distributed.enabled():
+        return (adv - adv.mean()) / (adv.std() + 1e-8)
+    n, mean, var = distributed.batch_moments(adv.reshape(-1, 1))
+    std = (var * (n / (n - 1))).sqrt().to(adv.dtype)  # unbiased, as torch.std
+    return (adv - mean.to(adv.dtype)) / (std + 1e-8)
+
+
+class PPO(Learner):
+    """Owns the actor-critic, its optimizer, the rollout source and the PPO update."""
+
+    def __init__(self, cfg: PPOConfig, obs_dims: dict[str, int], action_dim: int, num_envs: int,
+                 device: torch.device | str, seed: int = 0, action_bounds: tuple[float, float] | None = (-1.0, 1.0),
+                 inference_only: bool = False, *, model: ActorCritic | None = None, head: PolicyHead | None = None,
+                 source: Callable[[RolloutStorage, nn.Module], OneRollout] = OneRollout,
+                 observe: tuple[str, ...] = ("actor", "critic")):
+        """``model``, ``head`` and ``source`` compose a variant (defaults: Gaussian PPO on one rollout);
+        ``source(storage, model)`` builds the rollout source around the first storage. ``observe``:
+        whose observation normalizers the collected data updates (a fine-tuning hand-over may keep
+        the actor's statistics fixed: ``()`` or ``("critic",)``)."""
+        self.cfg = cfg
+        self.device = torch.device(device)
+        self.model = (model or ActorCritic(obs_dims, action_dim, cfg)).to(self.device)
+        self.head = head or GaussianHead()
+        self.optimizer, self.lr = self._make_optimizer()
+        self.value_normalizer = (
+            EmpiricalNormalizer(1, eps=1e-8, clip=None).to(self.device) if cfg.normalize_value else None
+        )
+        unknown = set(observe) - {"actor", "critic"}
+        if unknown:
+            raise ValueError(f"observe names {sorted(unknown)}; choose from: actor, critic")
+        self.observed_groups = observe
+        critic_dim = sum(obs_dims[g] for g in self.model.critic_obs)
+        storage = RolloutStorage(cfg.num_steps_per_env, num_envs, self.model.actor_dim, critic_dim, action_dim,
+                                 self.device, extra_shapes=self.head.storage_shapes(action_dim))
+        # Own RNG for action noise and minibatch order: reproducible, and saved in checkpoints.
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(seed)
+        self.source = source(storage, self.model)
+        self.memory = MemoryStates(self.model, num_envs, self.device) if self.model.actor_memory is not None else None
+        """Per-env recurrent states while collecting (``algo.rnn_type``), or None for a feed-forward policy."""
+        self.num_updates = 0  # completed updates (checkpointed: schedules keyed on it resume exactly)
+        self.total_updates: int | None = None  # the run's length (``schedule=linear``)
+        self.last_sampling_error: float | None = None
+        self.symmetry: Symmetry | None = None
+        """The mirror maps of ``algo.symmetry`` (set by :meth:`set_mirror`), None without it."""
+        self._loss = torch.compile(self.minibatch_loss) if cfg.compile else self.minibatch_loss
+        self._step = CapturedStep(self._update_minibatch, self.device) if cfg.cudagraphs else self._update_minibatch
+
+    def _make_optimizer(self) -> tuple[torch.optim.Optimizer, LearningRate]:
+        """Adam over the actor-critic, the critic in a group of its own when ``critic_learning_rate``
+        is set (outside the schedule). With ``compile``/``cudagraphs`` the scheduled step size is a
+        device tensor (capturable Adam on CUDA for graphs)."""
+        cfg, model = self.cfg, self.model
+        on_device = cfg.compile or cfg.cudagraphs
+        if cfg.critic_learning_rate is None:
+            groups = [{"params": list(model.parameters())}]
+        else:
+            groups = [{"params": list(model.actor.parameters())},
+                      {"params": list(model.critic.parameters()), "lr": cfg.critic_learning_rate}]
+        capturable = cfg.cudagraphs and self.device.type == "cuda"
+        optimizer = torch.optim.Adam(groups, lr=cfg.learning_rate, capturable=capturable)
+        return optimizer, LearningRate(cfg, optimizer, 1, self.device, on_device)
+
+    @property
+    def storage(self) -> RolloutStorage:
+        """The rollout being collected."""
+        return self.source.storage
+
+    def set_run_length(self, updates: int) -> None:
+        self.total_updates = updates
+
+    def set_mirror(self, mirror: Callable[[], EnvMirror | None]) -> None:
+        if self.cfg.symmetry == "none":
+            return
+        if not self.head.gaussian:
+            raise ValueError(f"algo.symmetry: {self.cfg.name}'s policy is not a Gaussian on the env's observations; "
+                             "set algo.symmetry=none")
+        maps = mirror()
+        if maps is None:
+            raise ValueError("algo.symmetry: this env declares no mirror maps (VecEnv.mirror); robot tasks take "
+                             "them from the robot YAML's `mirror` list. Add one, or set algo.symmetry=none")
+        self.symmetry = Symmetry.build(maps, self.model.actor_obs, self.model.critic_obs, self.cfg.symmetry)
+
+    # ------------------------------------------------------------------ rollout
+    @torch.no_grad()
+    def act(self, obs: Obs) -> torch.Tensor:
+        """Sample actions for ``obs`` from the collecting policy and record the step in storage."""
+        actor_in, critic_in = self.model.actor_input(obs), self.model.critic_input(obs)
+        self._observe(actor_in, critic_in)
+        policy_in = actor_in if self.memory is None else self.memory.actor_features(actor_in, self.storage.step == 0)
+        actions, log_prob, mean, std, extra = self.head.sample(self.source.behavior_actor(self.model), policy_in,
+                                                               self.generator)
+        self.storage.add(actor_in, critic_in, actions, log_prob, mean, std, **extra)
+        return actions
+
+    def _observe(self, actor_in: torch.Tensor, critic_in: torch.Tensor) -> None:
+        """Fold the step's observations into the running statistics of the ``observe`` normalizers."""
+        m = self.model
+        observe(pair for name, pair in (("actor", (m.actor_normalizer, actor_in)),
+                                        ("critic", (m.critic_normalizer, critic_in))) if name in self.observed_groups)
+
+    @torch.no_grad()
+    def process_step(self, next_obs: Obs, rewards: torch.Tensor, terminated: torch.Tensor,
+                     truncated: torch.Tensor, info: dict[str, Any]) -> None:
+        """Record the env's answer. ``info["final_obs"]`` feeds the truncation bootstrap."""
+        next_critic = self.model.critic_input(next_obs)
+        final_critic = self.model.critic_input(info["final_obs"]) if "final_obs" in info else next_critic
+        self.storage.add_outcome(rewards, terminated, truncated, next_critic, final_critic)
+        self.head.episodes_ended(self.model, terminated | truncated)
+        if self.memory is not None:
+            self.memory.episodes_ended(terminated | truncated)
+
+    def _values(self, critic_in: torch.Tensor) -> torch.Tensor:
+        v = self.model.critic(critic_in)
+        return self.value_normalizer.denormalize(v.unsqueeze(-1)).squeeze(-1) if self.value_normalizer else v
+
+    @torch.no_grad()
+    def prepare_update(self) -> None:
+        """GAE advantages and returns of every rollout the update will use, under the current critic."""
+        for storage in self.source.rollouts():
+            self._compute_returns(storage)
+
+
+    def _compute_returns(self, s: RolloutStorage) -> None:
+        """Evaluate the critic on the whole rollout and compute GAE advantages and returns.
+
+        ``next_values[t] = V(s_{t+1})``, except where an episode ended at ``t``: there it is
+        ``V(final_obs_t)``, the true last state (used only by truncations; terminations
+        zero it inside :func:`compute_gae`). A recurrent critic reads ``final_obs_t`` with its state
+        after step t, before the episode's reset.
+        """
+        check_finite("rewards", s.rewards, "the env's reward")
+        check_finite("observations", s.critic_obs, "the env's observations")
+        T, N = s.num_steps, s.num_envs
+        critic_in, final_in = s.critic_obs, s.final_critic_obs
+        if self.memory is not None and self.model.critic_memory is not None:
+            critic_in, final_in = self.memory.critic_rollout(s.critic_obs, s.dones, s.final_critic_obs)
+        all_values = self._values(critic_in.reshape((T + 1) * N, -1)).reshape(T + 1, N)
+        s.values.copy_(all_values[:-1])
+        next_values = all_values[1:].clone()
+        ended = s.dones.nonzero(as_tuple=True)  # one host sync per iteration, not per step
+        if ended[0].numel() > 0:
+            next_values[ended] = self._values(final_in[ended])
+        adv, ret = compute_gae(s.rewards, s.values, next_values, s.terminated, s.dones, self.cfg.gamma, self.cfg.lam)
+        s.advantages.copy_(adv)
+        s.returns.copy_(ret)
+
+    # ------------------------------------------------------------------ update
+    def update(self) -> dict[str, float]:
+        """PPO epochs over the source's training batch; returns mean losses and diagnostics."""
+        cfg = self.cfg
+        self.lr.anneal(self.num_updates, self.total_updates)
+        batch = self.source.training_batch(self.model)
+        out_pre: dict[str, float] = {}
+        if cfg.sampling_error_steps > 0:  # measured on the data before it trains the policy
+            if self.num_updates % cfg.sampling_error_interval == 0:
+                self.last_sampling_error = sampling_error(self.model.actor, batch["actor_obs"], batch["actions"],
+                                                          cfg.sampling_error_steps)
+            out_pre["sampling_error"] = self.last_sampling_error
+        if cfg.normalize_advantage:
+            batch["advantages"] = normalize_advantages(batch["advantages"])
+        if self.value_normalizer is not None:
+            self.value_normalizer.update(batch["returns"].reshape(-1, 1))
+        # the minibatch size stays PPO's when the update trains on several rollouts (PROPS)
+        num_minibatches = cfg.num_minibatches * len(self.source.rollouts())
+        totals: dict[str, torch.Tensor] = {}
+        n = 0
+        with update_precision(cfg, self.device):  # algo.tf32 / algo.autocast
+            for _ in range(cfg.num_learning_epochs):
+                for mb in self._minibatches(batch, num_minibatches):
+                    stats = self._step(mb)
+                    for k, v in stats.items():
+                        totals[k] = totals.get(k, 0.0) + v
+                    n += 1
+        out = {k: float(v) / n for k, v in totals.items()}  # the update's one host read of its stats
+        out["learning_rate"] = self.lr.read()
+        if self.head.gaussian:
+            out["mean_std"] = float(batch["old_std"].mean())
+        with torch.no_grad():
+            out["explained_variance"] = float(explained_variance(batch["old_values"], batch["returns"]))
+        for key in ("value", "surrogate"):
+            check_finite(f"loss/{key}", torch.tensor(out[key]), "the PPO update",
+                         hint="lower algo.learning_rate, keep algo.normalize_obs=true, "
+                              "or check rewards for huge values")
+        out.update(out_pre)
+        out.update(self.source.after_update(self.model, self.generator))
+        self.num_updates += 1
+        return out
+
+    def _minibatches(self, batch: dict[str, torch.Tensor], num_minibatches: int) -> Iterator[Minibatch]:
+        """One epoch: random samples, or (recurrent) whole envs with their trajectories."""
+        if self.memory is None:
+            return minibatches(batch, num_minibatches, self.generator)
+        s = self.storage
+        return env_minibatches(batch, s.num_steps, s.dones, self.memory.start, num_minibatches, self.generator)
+
+    def minibatch_loss(self, mb: Minibatch, critic_only: bool = False) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The PPO loss on ``mb`` and its detached statistics: a pure function of the networks'
+        state (what ``compile`` compiles: it reads no counter, so one graph serves every update).
+        ``critic_only`` (the first ``critic_warmup`` updates): the critic's loss alone."""
+        cfg, sym = self.cfg, self.symmetry
+        mb = through_memory(self.model, mb)
+        original_obs = mb.actor_obs
+        if sym is not None and sym.augment:
+            mb = mirror_minibatch(mb, sym)
+        v_loss = self.critic_loss(mb)
+        if critic_only:
+            zero = v_loss.new_zeros(())
+            return cfg.value_loss_coef * v_loss, {"value": v_loss.detach(), "surrogate": zero, "entropy": zero}
+        surrogate, entropy, stats = self.head.loss(self.model.actor, mb, cfg)
+        loss = surrogate + cfg.value_loss_coef * v_loss - cfg.entropy_coef * entropy
+        aux = stats.pop("aux", None)  # a head's extra actor loss (CTS's latent regression)
+        if aux is not None:
+            loss = loss + aux
+        if sym is not None:  # measured with augmentation alone too: how symmetric the policy is
+            with torch.set_grad_enabled(sym.loss and torch.is_grad_enabled()):
+                actor = self.model.actor
+                sym_loss = mirror_loss(actor.distribution(original_obs)[0],
+                                       actor.distribution(sym.actor(original_obs))[0], sym.actions)
+            if sym.loss:
+                loss = loss + cfg.symmetry_coef * sym_loss
+            stats["symmetry"] = sym_loss.detach()
+        return loss, {"value": v_loss.detach(), "surrogate": surrogate.detach(), "entropy": entropy.detach(), **stats}
+
+    def critic_loss(self, mb: Minibatch) -> torch.Tensor:
+        """The (optionally clipped) value loss on ``mb``, in the critic's normalized units if any."""
+        values = self.model.critic(mb.critic_obs)
+        old_values, returns = mb.old_values, mb.returns
+        if self.value_normalizer is not None:  # compare in the critic's normalized space
+            norm = self.value_normalizer
+            old_values = norm(old_values.unsqueeze(-1)).squeeze(-1)
+            returns = norm(returns.unsqueeze(-1)).squeeze(-1)
+        return value_loss(values, old_values, returns, self.cfg.clip_param if self.cfg.value_clip else None)
+
+    def _update_minibatch(self, mb: Minibatch) -> dict[str, torch.Tensor]:
+        """One gradient step: loss, backward, all-reduce (gradients and KL), the adaptive-KL learning
+        rate, clip, Adam."""
+        loss, stats = self._loss(mb, self.num_updates < self.cfg.critic_warmup)
+        kl = stats.pop("kl", None)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        kl = distributed.all_reduce_grads(self.model.parameters(), extra=kl)  # every rank's KL, same collective
+        if kl is not None:
+            self.lr.adapt(kl)
+        nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
+        self.optimizer.step()
+        return stats
+
+    # ------------------------------------------------------------------ inference / io
+    def inference_policy(self) -> nn.Module:
+        """The deterministic policy on raw actor observations (with a memory: on observations and the
+        memory state, returning the next state too)."""
+        actor = self.head.inference_policy(self.model)
+        return actor if self.model.actor_memory is None else RecurrentPolicy(self.model.actor_memory, actor)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "learning_rate": self.lr.read(),
+            "value_normalizer": self.value_normalizer.state_dict() if self.value_normalizer else None,
+            "generator": self.generator.get_state(),
+            "num_updates": self.num_updates,
+            "last_sampling_error": self.last_sampling_error,
+            **self.source.state_dict(),
+            "episode_state": self.head.episode_state(self.model),
+            "memory_states": self.memory.state_dict() if self.memory is not None else None,
+        }
+
+    def load_state_dict(self, state: dict[str, Any], restore_rng: bool = True) -> None:
+        """Restore a checkpoint; ``restore_rng=False`` for inference (eval/export on any device)."""
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.lr.set(state["learning_rate"])  # either lr form, whichever the checkpoint was written with
+        self.num_updates = state.get("num_updates", 0)
+        self.last_sampling_error = state.get("last_sampling_error")
+        if self.value_normalizer is not None and state.get("value_normalizer") is not None:
+            self.value_normalizer.load_state_dict(state["value_normalizer"])
+        self.source.load_state_dict(state)
+        if restore_rng:
+            if state.get("episode_state"):  # training resume: where each env's policy state is
+                self.head.load_episode_state(self.model, state["episode_state"])
+            if self.memory is not None:
+                self.memory.load_state_dict(state["memory_states"])
+            try:
+                self.generator.set_state(state["generator"])
+            except RuntimeError:  # CPU and CUDA generator states differ in layout
+                log.warning("action-noise RNG state comes from another device type: reseeded "
+                            "(resume is exact only on the device that wrote the checkpoint)")
+
+    @property
+    def keeps_replay(self) -> bool:  # type: ignore[override]
+        return self.source.keeps_replay
+
+    def replay_state_dict(self) -> dict[str, Any]:
+        return self.source.replay_state_dict()
+
+    def load_replay_state_dict(self, state: dict[str, Any]) -> None:
+        self.source.load_replay_state_dict(state)
+
+
+register_learner("ppo", config=PPOConfig, build=PPO, loop="online", torchrun=True)

@@ -1,0 +1,265 @@
+"""Config composition: the learner's schema, ``configs/`` (group choices, tune deltas) and the
+command line's overrides, validated into a :class:`~ctrl_rl.config.TrainConfig`.
+
+Overrides are checked against the registry and the schemas before hydra composes them, so every
+mistake is a one-line ``ConfigError`` naming the key and the fix, written here, not parsed out of
+hydra's messages.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from ctrl_rl.algos import registry
+from ctrl_rl.config import ConfigError, EnvConfig, LearnerConfig, RunnerConfig, SimConfig, TaskConfig, TrainConfig
+from ctrl_rl.robots import MUJOCO_SIMS
+
+
+def config_dir() -> Path:
+    """The ``configs/`` folder (the source tree in editable installs, package data otherwise)."""
+    import ctrl_rl.configs as pkg
+
+    return Path(pkg.__file__).resolve().parent
+
+
+GROUPS = ("algo", "task", "sim", "tune")
+"""Config groups chosen by ``group=<choice>``; their keys are set by ``group.key=value``.
+``tune=<file>`` picks other tuned settings than ``configs/tune/<algo>_<task>.yaml`` (a preset such
+as ``ppo_quadruped_velocity_flat_fast``); it holds values of the sections, and has no keys of its own."""
+SECTIONS = {"algo": None, "task": TaskConfig, "sim": SimConfig, "env": EnvConfig, "runner": RunnerConfig}
+"""Top-level sections and their schemas (``algo``'s is the chosen learner's)."""
+SCALARS = ("seed", "device", "profile", "dataset")
+"""Top-level keys that are values."""
+
+
+def available(group: str) -> list[str]:
+    """The choices of a config group: the registered learners for ``algo``, else the YAML files
+    in ``configs/<group>/``."""
+    if group == "algo":
+        return sorted(registry.learners())
+    return sorted(p.stem for p in (config_dir() / group).glob("*.yaml") if p.stem != "external")
+
+
+def _store_schemas() -> None:
+    """Give hydra the schemas as its ``algo/<name>`` options and the run defaults as ``train_base``:
+    the dataclasses stay the only place a default lives (``configs/`` holds choices and tune deltas)."""
+    from hydra.core.config_store import ConfigStore
+    from omegaconf import OmegaConf
+
+    cs = ConfigStore.instance()
+    for name, entry in registry.learners().items():
+        cs.store(group="algo", name=name, node=entry.config)
+    base = OmegaConf.to_container(OmegaConf.structured(TrainConfig(algo=LearnerConfig())))
+    base.pop("algo")
+    cs.store(name="train_base", node=base)
+
+
+def _schema(section: str, algo: str) -> type | None:
+    return registry.learner(algo).config if section == "algo" else SECTIONS.get(section)
+
+
+def _field_names(section: str, algo: str) -> list[str]:
+    schema = _schema(section, algo)
+    return [f.name for f in dataclasses.fields(schema)] if schema else []
+
+
+def _check_key(key: str, algo: str) -> None:
+    """``ConfigError`` naming the valid keys when ``key`` (``section.field[.sub]``) is not one."""
+    section, _, rest = key.partition(".")
+    if section in SCALARS and not rest:
+        return
+    if section not in SECTIONS:
+        raise ConfigError(f"unknown config key '{key}'; top-level keys: {', '.join([*SECTIONS, *SCALARS])}")
+    if not rest:
+        return
+    name = rest.split(".")[0]
+    valid = _field_names(section, algo)
+    if name not in valid:
+        close = difflib.get_close_matches(name, valid, n=1)
+        hint = f" (did you mean '{section}.{close[0]}'?)" if close else ""
+        raise ConfigError(f"unknown config key '{key}'{hint}; valid keys: {', '.join(valid)}")
+
+
+def _prepare(overrides: list[str]) -> tuple[list[str], str, dict[str, str]]:
+    """Check every override against the groups and schemas before hydra sees it; returns the
+    overrides for hydra (an unknown ``task=<id>`` goes to the ``external`` task with that name,
+    ``task.kwargs.*`` are set or added), the algorithm, and each key's value as written."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    bad = [o for o in overrides if "=" not in o]
+    if bad:
+        raise ConfigError(f"'{bad[0]}' is not an override; write key=value, e.g. env.num_envs=256")
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except Exception as exc:  # hydra's grammar: say which override
+        raise ConfigError(f"cannot read the overrides: {str(exc).strip().splitlines()[0]}") from None
+    values = {o.key_or_group: o.get_value_element_as_str() for o in parsed}
+    algo = values.get("algo", registry.DEFAULT_LEARNER)
+    out = []
+    for o, text in zip(parsed, overrides, strict=True):
+        key, value = o.key_or_group, values[o.key_or_group]
+        if key in GROUPS:
+            choices = available(key)
+            if key == "task" and value not in choices:  # a registered task without a file here, or an outside id
+                out += ["task=external", f"task.name={value}"]
+                robot_task = _robot_task(value)
+                if robot_task is not None and "sim" not in values:
+                    out.append(f"sim={MUJOCO_SIMS[0]}")
+                continue
+            if value not in choices:
+                raise ConfigError(f"unknown {key} '{value}'; choose one of: {', '.join(choices)}")
+            out.append(text)
+            continue
+        _check_key(key, algo)
+        out.append(f"++{text.lstrip('+')}" if key.startswith("task.kwargs.") else text)
+    if "algo" not in values:  # the default learner, named in one place (the registry)
+        out.insert(0, f"algo={algo}")
+    out += _registered_tune(values.get("task"), algo, values)
+    return out, algo, values
+
+
+def _robot_task(task: str | None) -> Any:
+    """The registry entry of a MuJoCo-family task id (None for other ids, or without MuJoCo)."""
+    from ctrl_rl.robots import tasks
+
+    return tasks().get(task) if task else None
+
+
+def _registered_tune(task: str | None, algo: str, values: dict[str, str]) -> list[str]:
+    """A registered task's tuned settings for ``algo`` (its registration's ``tune``), as overrides,
+    where no ``configs/tune/<algo>_<task>.yaml`` and no ``tune=`` is given; keys on the command line win."""
+    if not task or task in available("task") or "tune" in values or f"{algo}_{task}" in available("tune"):
+        return []
+    entry = _robot_task(task)
+    settings = entry.tune.get(algo, {}) if entry is not None else {}
+    return [f"{key}={_override_text(value)}" for key, value in settings.items() if key not in values]
+
+
+def _override_text(value: Any) -> str:
+    """``value`` in hydra's override grammar."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if value is None:
+        return "null"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_override_text(v) for v in value) + "]"
+    return str(value)
+
+
+def _explain(exc: BaseException, algo: str, values: dict[str, str]) -> str:
+    """One line for what the schema refused while composing: the key, the expected type, the value."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    while exc is not None and not isinstance(exc, OmegaConfBaseException):
+        exc = exc.__cause__ or exc.__context__
+    key = getattr(exc, "full_key", None) if exc is not None else None
+    if not key:
+        return str(exc).strip().splitlines()[0] if exc is not None and str(exc).strip() else "invalid config"
+    section, _, rest = key.partition(".")
+    field_type = None
+    schema = _schema(section, algo) if section in SECTIONS else None
+    if schema is not None and rest:
+        field_type = {f.name: f.type for f in dataclasses.fields(schema)}.get(rest.split(".")[0])
+    expected = _type_words(field_type)
+    got = values.get(key)
+    return f"{key}: expected {expected}" + (f", got '{got}'" if got is not None else "")
+
+
+def _type_words(t: Any) -> str:
+    """``int`` -> ``integer``, ``List[int]`` -> ``a list, e.g. [64,64]`` (field annotations are strings)."""
+    text = str(t or "")
+    if text.startswith(("List", "list", "Optional[List")):
+        return "a list, e.g. [64,64]"
+    for name, words in (("int", "integer"), ("float", "float"), ("bool", "boolean (true/false)"), ("str", "string")):
+        if text in (name, f"Optional[{name}]"):
+            return words
+    return text or "another value"
+
+
+def load_train_config(overrides: list[str]) -> TrainConfig:
+    """Compose ``configs/train.yaml`` (schema defaults, the chosen groups, the pair's tune delta) with
+    ``overrides`` and validate it against the schema."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    prepared, algo, values = _prepare(overrides)
+    _store_schemas()
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
+            raw = compose(config_name="train", overrides=prepared)
+        schema = OmegaConf.structured(TrainConfig(algo=registry.learner(algo).config()))
+        cfg = OmegaConf.to_object(OmegaConf.merge(schema, raw))
+    except ConfigError:
+        raise
+    except Exception as exc:  # a value the schema refuses (type), a missing value
+        raise ConfigError(_explain(exc, algo, values)) from None
+    finally:
+        GlobalHydra.instance().clear()
+    assert isinstance(cfg, TrainConfig)
+    cfg.check_complete()
+    check_task_parameters(cfg)
+    return cfg
+
+
+def check_task_parameters(cfg: TrainConfig) -> None:
+    """Refuse a task id the sim does not have (naming the ones it has) and a ``task.kwargs`` name or
+    value the task's declared parameters do not take, before any env."""
+    from ctrl_rl.sims import check_task, task_parameters
+
+    try:
+        check_task(cfg.sim.name, cfg.task.name)
+        task_parameters(cfg.sim.name, cfg.task.name, dict(cfg.task.kwargs))
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(str(exc) if "task" in str(exc) else f"task.kwargs: {exc}") from None
+
+
+def apply_overrides(cfg: TrainConfig, overrides: list[str]) -> TrainConfig:
+    """``key.sub=value`` overrides on top of a saved config (a checkpoint's), validated.
+
+    Group choices (``task=pendulum``) must agree with the saved config: a checkpoint is for
+    one task and algorithm. A leading ``+`` (hydra's "add a key") is accepted and ignored.
+    """
+    from omegaconf import OmegaConf
+
+    dotted = []
+    for o in overrides:
+        key, sep, value = o.lstrip("+").partition("=")
+        if not sep:
+            raise ConfigError(f"'{o}' is not an override; write key=value, e.g. env.num_envs=256")
+        if key == "tune":
+            raise ConfigError(f"{key}={value} picks the settings of a new run; a resumed run keeps its checkpoint's: "
+                              "drop it, or override the keys to change (e.g. runner.max_iterations=500)")
+        saved = {"task": cfg.task.name, "algo": cfg.algo.name, "sim": cfg.sim.name}.get(key)
+        if saved is not None:
+            if value != saved:
+                raise ConfigError(f"{key}={value} conflicts with the checkpoint, which is for {key} '{saved}'; "
+                                  f"drop the override or pick a checkpoint of {key} '{value}'")
+            continue
+        _check_key(key, cfg.algo.name)
+        dotted.append(f"{key}={value}")
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(cfg), OmegaConf.from_dotlist(dotted))
+        return OmegaConf.to_object(merged)  # type: ignore[return-value]
+    except ConfigError:
+        raise
+    except Exception as exc:
+        raise ConfigError(_explain(exc, cfg.algo.name, dict(d.split('=', 1) for d in dotted))) from None
+
+
+def config_hash(cfg: TrainConfig) -> str:
+    """Short stable hash of the resolved config (goes into exported bundles)."""
+    blob = json.dumps(dataclasses.asdict(cfg), sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def config_yaml(cfg: TrainConfig) -> str:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_yaml(OmegaConf.structured(cfg))

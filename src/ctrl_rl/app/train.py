@@ -1,0 +1,84 @@
+"""``ctrl-rl train``: a new run or a resumed one, until its last iteration or a stop signal."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+
+from ctrl_rl import distributed
+from ctrl_rl.algos.checkpoints import find_checkpoint, load_checkpoint
+from ctrl_rl.app.configure import apply_overrides, config_yaml, load_train_config
+from ctrl_rl.app.session import (
+    build_env,
+    new_run_dir,
+    report_config_drift,
+    require_device,
+    write_params,
+)
+from ctrl_rl.config import TrainConfig
+from ctrl_rl.utils.checkpoint import seed_everything
+from ctrl_rl.utils.interrupts import GracefulStop
+
+log = logging.getLogger(__name__)
+
+
+def _make_runner(cfg: TrainConfig):
+    from ctrl_rl.runners import make_runner
+
+    return make_runner(build_env(cfg, seed=distributed.rank_seed(cfg.seed)), cfg)  # each rank: own episodes
+
+
+def train(overrides: list[str], checkpoint: str | None = None, print_cfg: bool = False) -> Path:
+    """Train (or resume) and return the run directory.
+
+    A resumed run takes its config from the checkpoint; ``overrides`` then change only the
+    keys they name (a warning lists them, since changes make the resume inexact).
+    """
+    if checkpoint is not None and not checkpoint.strip():
+        raise ValueError("--checkpoint is empty: give 'latest', a run directory or a model_<it>.pt "
+                         "(or leave the option out to start a new run)")
+    cfg = load_train_config(overrides)
+    checkpoint = checkpoint or cfg.runner.checkpoint
+    if print_cfg:
+        print(config_yaml(cfg), end="")
+        return Path()
+    path = find_checkpoint(checkpoint, cfg) if checkpoint else None
+    if path is not None:
+        saved, _ = load_checkpoint(path)
+        cfg = apply_overrides(saved, overrides)
+        drift = report_config_drift(saved, cfg)
+        if drift:
+            log.warning("config differs from the checkpoint's (resume is exact only without changes): %s",
+                        "; ".join(drift))
+    device = distributed.setup(cfg.device)  # under torchrun: join the group, cuda:<LOCAL_RANK> per rank
+    if device != cfg.device:
+        cfg = dataclasses.replace(cfg, device=device)
+    require_device(cfg.device)
+    seed_everything(cfg.seed)  # the same on every rank: identical initial networks
+    runner = _make_runner(cfg)  # env and learner first: config errors stop before any file is written
+    main = distributed.is_main()
+    if path is not None:
+        run_dir = path.parent
+        runner.load(path)
+        if main:
+            print(f"resuming {path} (run {run_dir.name}, seed {cfg.seed}) at iteration {runner.iteration} -> "
+                  f"{runner.total_iterations()}")
+            write_params(run_dir, cfg, overrides, prefix=f"resume_{runner.iteration}_")
+    else:
+        run_dir = new_run_dir(cfg) if main else None
+        run_dir = distributed.broadcast_object(run_dir)  # every rank writes its replay file there
+        if main:
+            ranks = f" x {distributed.world_size()} processes" if distributed.enabled() else ""
+            print(f"training {cfg.algo.name} on {cfg.task.name} ({cfg.sim.name}, {cfg.env.num_envs} envs{ranks}, "
+                  f"{cfg.device}) -> {run_dir}")
+            write_params(run_dir, cfg, overrides)
+    runner.log_dir = run_dir
+    with GracefulStop():  # Ctrl-C / SIGTERM: finish the iteration, write its checkpoint, exit 130 / 143
+        runner.learn()
+    # every rank waits for rank 0's last checkpoint: a rank leaving the group while another still
+    # writes made gloo abort at exit ("terminate called without an active exception"), 1 run in ~5
+    distributed.barrier()
+    if main:
+        print(f"done: {run_dir} (learning_curve.png, metrics.csv, model_{runner.iteration}.pt)")
+    return run_dir

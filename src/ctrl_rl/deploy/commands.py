@@ -1,0 +1,351 @@
+"""``ctrl-rl deploy``: run the deploy node, or the node against the MuJoCo sim2sim bridge.
+
+Dispatched before the training CLI is imported, so it works on a robot computer with only
+``pip install ctrl-rl[deploy]`` (numpy, onnxruntime, cyclonedds; never torch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from .transports import TRANSPORTS
+
+log = logging.getLogger("ctrl_rl.deploy")
+
+SIM2SIM_STATE_TIMEOUT = 0.25
+"""sim2sim's default ``safety.state_timeout`` (s). The simulated robot is a Python process on the
+node's own CPU, so its 500 Hz state stream stalls when the machine is busy (seen on a 2-core CI
+machine: 25 ms, and 113 ms during stand-up), which the robot default (2 control periods =
+40 ms at 50 Hz) calls a fault. sim2sim checks the policy, not the driver's timing (kept below the 0.5 s
+command timeout, so a dead bridge still reads as stale state); the node's
+status reports ``max_state_age_ms`` to show the stalls. ``ctrl-rl deploy node`` keeps the strict
+default."""
+
+EPILOG = """examples:
+  ctrl-rl deploy node --bundle logs/ppo/quadruped_velocity_flat/<run>/exported/policy.onnx
+  ctrl-rl deploy node --params src/ctrl_rl/configs/deploy/node.yaml --transport rclpy
+  ctrl-rl deploy sim2sim logs/.../exported/policy.onnx --duration 20 --cmd-vel 0.5 0 0
+  ctrl-rl deploy node --params src/ctrl_rl/configs/deploy/node.yaml --record logs/robot   # + episode logs
+"""
+
+
+LIVE_PARAMETERS = ("safety.max_tilt", "safety.max_joint_vel", "safety.max_gyro", "safety.joint_limit_margin",
+                   "safety.command_timeout", "safety.state_timeout", "safety.damping_kd",
+                   "safety.height_map_timeout", "safety.max_height_map")
+"""Parameters ``ros2 param set`` changes while the node runs (validated, then applied at the next tick);
+every other parameter is refused with the reason (restart the node with the new value)."""
+
+
+def _option_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The node's own options: ``--bundle``, ``--record``, ``--set key=value`` (YAML values)."""
+    import yaml
+
+    values: dict[str, Any] = {}
+    if args.bundle:
+        values["bundle"] = str(args.bundle)
+    if args.record:
+        values["record_dir"] = str(args.record)
+    for kv in args.set or []:
+        key, sep, raw = kv.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--set takes key=value, got '{kv}'")
+        try:
+            values[key] = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            raise ValueError(f"--set {key}: '{raw}' is not a YAML value") from None
+    return values
+
+
+def resolve_params(args: argparse.Namespace, transport: Any = None, require_bundle: bool = True):
+    """Every source in one order, each later one winning: defaults < ``--params`` file < ROS
+    parameters (``--ros-args --params-file`` / ``-p``, rclpy) < the node's own options. All pass
+    the same typed check; a value a later source overrides is named in a warning; with rclpy the
+    node's ROS parameters are then set to what the node really uses (``ros2 param get`` tells the truth)."""
+    from .config import NodeParams
+    from .params import field_docs
+
+    base = (NodeParams.from_yaml(args.params) if args.params else NodeParams()).flat()
+    options = _option_values(args)
+    NodeParams.from_dict({**base, **options})  # fail on a bad option before any transport exists
+    values = dict(base)
+    if transport is not None and hasattr(transport, "declare_parameters"):
+        safety_docs = field_docs(type(NodeParams().safety))
+        docs = {**field_docs(NodeParams), **{f"safety.{k}": v for k, v in safety_docs.items()}}
+        values = transport.declare_parameters(base, docs)
+    for key, v in options.items():
+        if key in values and values[key] != base.get(key) and values[key] != v:
+            log.warning("parameter %s: the node's option (%r) wins over the ROS parameter (%r)", key, v, values[key])
+    params = NodeParams.from_dict({**values, **options})
+    if transport is not None and hasattr(transport, "set_parameter_values"):
+        transport.set_parameter_values(params.flat())
+    if require_bundle and not params.bundle:
+        raise ValueError("no policy bundle: pass --bundle PATH or set 'bundle' in the params file")
+    return params
+
+
+def _live_update(get_node: Any, get_params: Any, set_params: Any):
+    """The ``ros2 param set`` check: validate the whole parameter set, apply live ones, refuse the rest."""
+    from .config import NodeParams
+
+    def check(changes: dict[str, Any]) -> str | None:
+        current = get_params().flat()
+        try:
+            new = NodeParams.from_dict({**current, **changes})
+        except ValueError as e:
+            return str(e)
+        node = get_node()
+        fixed = sorted(k for k in changes if k not in LIVE_PARAMETERS and new.flat()[k] != current[k])
+        if fixed and node is not None:
+            return (f"{fixed} cannot change while the node runs: restart it with the new value "
+                    f"(live: {', '.join(LIVE_PARAMETERS)})")
+        set_params(new)
+        if node is not None:
+            node.apply_safety(new.safety)
+        return None
+
+    return check
+
+
+STOPPING = "sending a damping command and the final status"
+"""What the first SIGINT/SIGTERM does to the node (a second exits at once: ``GracefulStop``)."""
+
+
+def run_node(args: argparse.Namespace) -> dict[str, Any]:
+    """Validate parameters and load the bundle, then the transport and the node; run until a signal or
+    ``--duration``; print the final status."""
+    from ctrl_rl.utils.interrupts import GracefulStop
+
+    run = run_lifecycle_node if getattr(args, "lifecycle", False) else _run_node
+    with GracefulStop(STOPPING) as signals:
+        return run(args, signals)
+
+
+def _stop_on_signal(signals: Any, stop: Any) -> None:
+    """From now on the first signal calls ``stop``; one that came before already has."""
+    signals.on_signal = lambda signum: stop()
+    if signals.signum is not None:
+        stop()
+
+
+def _run_node(args: argparse.Namespace, signals: Any) -> dict[str, Any]:
+    from .node import DeployNode
+    from .robot_policy import RobotPolicy
+    from .transports import make_transport
+
+    # a bad file, option or bundle fails here: no transport, no threads (with rclpy the bundle may
+    # still come from --ros-args)
+    params = resolve_params(args, require_bundle=args.transport != "rclpy")
+    policy = RobotPolicy(params.bundle, params.sources()) if params.bundle else None
+    transport = make_transport(args.transport, namespace=args.namespace, node_name="ctrl_rl_node")
+    try:
+        if hasattr(transport, "declare_parameters"):  # rclpy: `ros2 param get/set`, --ros-args --params-file
+            ros_params = resolve_params(args, transport)
+            if policy is None or (ros_params.bundle, ros_params.sources()) != (params.bundle, params.sources()):
+                policy = RobotPolicy(ros_params.bundle, ros_params.sources())
+            params = ros_params
+        node = DeployNode(params, transport, policy)
+        state = {"params": params}
+        if hasattr(transport, "on_set_parameters"):
+            transport.on_set_parameters(_live_update(lambda: node, lambda: state["params"],
+                                                     lambda p: state.__setitem__("params", p)))
+        _stop_on_signal(signals, node.stop)
+        status = node.run(args.duration)
+    finally:
+        transport.close()
+    return _report(status)
+
+
+def run_lifecycle_node(args: argparse.Namespace, signals: Any) -> dict[str, Any]:
+    """A managed node (rclpy): configure loads and checks the bundle and creates the topics,
+    activate starts commands, deactivate goes to damping, cleanup removes the topics, shutdown ends."""
+    import threading
+
+    from .node import DeployNode
+    from .robot_policy import RobotPolicy
+    from .transports.ros2 import RclpyTransport
+
+    if args.transport != "rclpy":
+        raise ValueError("--lifecycle needs --transport rclpy (a managed node is a ROS 2 node)")
+    resolve_params(args, require_bundle=False)  # fail early on a bad file or option
+    transport = RclpyTransport(namespace=args.namespace, node_name="ctrl_rl_node", lifecycle=True)
+    state: dict[str, Any] = {"node": None, "params": None}
+    configured, done = threading.Event(), threading.Event()
+
+    def configure() -> None:
+        params = state["params"]
+        node = DeployNode(params, transport, RobotPolicy(params.bundle, params.sources()), enabled=False)
+        state["node"] = node
+        configured.set()
+
+    def cleanup() -> None:
+        node = state.pop("node", None)
+        state["node"] = None
+        configured.clear()
+        if node is not None:
+            node.stop()
+        transport.destroy_entities()
+
+    def shutdown() -> None:
+        done.set()
+        if state["node"] is not None:
+            state["node"].stop()
+
+    status: dict[str, Any] = {}
+    try:
+        state["params"] = resolve_params(args, transport)
+        transport.on_set_parameters(_live_update(lambda: state["node"], lambda: state["params"],
+                                                 lambda p: state.__setitem__("params", p)))
+        transport.on_transition(configure=configure, activate=lambda: state["node"].activate(),
+                                deactivate=lambda: state["node"].deactivate(), cleanup=cleanup,
+                                shutdown=shutdown, error=shutdown)
+        _stop_on_signal(signals, shutdown)
+        log.info("lifecycle node ctrl_rl_node: unconfigured; configure, then activate, to start commands")
+        end = None if args.duration is None else time.monotonic() + args.duration
+        while not done.is_set() and (end is None or time.monotonic() < end):
+            if not configured.wait(0.1):
+                continue
+            node = state["node"]
+            status = node.run(None if end is None else max(0.0, end - time.monotonic()))
+            if state["node"] is node and not done.is_set():  # --duration ran out
+                break
+    finally:
+        transport.close()
+    return _report(status or {"mode": "unconfigured", "ticks": 0, "deadline_misses": 0, "rejected": 0,
+                              "latency_us": {}, "period_error_ms": {}})
+
+
+def _report(status: dict[str, Any]) -> dict[str, Any]:
+    print(json.dumps(status, indent=1))
+    lat = status["latency_us"].get("inference", {})
+    print(f"RESULT mode={status.get('mode_at_stop') or status['mode']} ticks={status['ticks']} "
+          f"deadline_misses={status['deadline_misses']} "
+          f"rejected={status['rejected']} inference_p50_us={lat.get('p50', float('nan'))} "
+          f"period_p99_err_ms={status['period_error_ms'].get('p99', float('nan'))}")
+    return status
+
+
+def run_sim2sim(args: argparse.Namespace) -> dict[str, Any]:
+    """The bridge as a child process, the node here; both on the same topics over ``--transport``."""
+    args.bundle = args.bundle or args.bundle_pos
+    from .runtime import OnnxPolicy
+
+    meta = OnnxPolicy(args.bundle).metadata
+    summary_path = Path(tempfile.mkdtemp(prefix="ctrl_rl_sim2sim_")) / "bridge.json"
+    cmd = [sys.executable, "-m", "ctrl_rl.deploy.sim2sim", "--transport", args.transport,
+           "--robot", args.robot or meta.get("robot") or "ctrl_quad",
+           "--state-rate", str(args.state_rate), "--physics-dt", str(args.physics_dt),
+           "--summary", str(summary_path),
+           "--command-format", args.command_format, "--latency", str(args.latency),
+           "--noise", *map(str, args.noise)]
+    if args.namespace:
+        cmd += ["--namespace", args.namespace]
+    if meta.get("terrain"):  # a rough-terrain policy walks on the terrain it trained on
+        cmd += ["--terrain", json.dumps(meta["terrain"])]
+        if not meta.get("limb_collisions", True):
+            cmd.append("--no-limb-collisions")
+        if args.terrain_cell:
+            cmd += ["--terrain-cell", *map(str, args.terrain_cell)]
+    if meta.get("height_scan"):  # the bridge plays the robot's terrain perception too
+        cmd += ["--height-map", json.dumps(meta["height_scan"])]
+    if args.cmd_vel:
+        cmd += ["--cmd-vel", *map(str, args.cmd_vel)]
+    if args.joint_order:  # the robot driver's order: JointState is mapped by name, commands go in this order
+        cmd += ["--joint-order", args.joint_order]
+        if args.joint_order != "reversed":
+            args.set = [*(args.set or []), f"command_joint_names=[{args.joint_order}]"]
+        else:
+            names = list(meta["joint_names"])[::-1]
+            args.set = [*(args.set or []), f"command_joint_names=[{','.join(names)}]"]
+    args.set = [*(args.set or []), f"command_format={args.command_format}"]
+    from .node import NodeParams
+
+    user_timeout = any(kv.startswith("safety.state_timeout=") for kv in args.set)
+    if not user_timeout and not (args.params and NodeParams.from_yaml(args.params).safety.state_timeout):
+        args.set.insert(0, f"safety.state_timeout={SIM2SIM_STATE_TIMEOUT}")
+    bridge = subprocess.Popen(cmd, env=os.environ.copy())
+    try:
+        time.sleep(0.5)  # let the bridge create its topics (discovery continues in the background)
+        status = run_node(args)
+    finally:
+        bridge.terminate()
+        try:
+            bridge.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            bridge.kill()
+    sim = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    print("RESULT sim2sim " + " ".join(
+        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+        for k, v in {"mode": status.get("mode_at_stop") or status["mode"],
+                     "base_height": sim.get("base_height", float("nan")),
+                     "cmd_vx": float(args.cmd_vel[0]) if args.cmd_vel else 0.0,
+                     "forward_velocity": sim.get("forward_velocity", float("nan")),
+                     "max_tilt": sim.get("max_tilt", float("nan")), "base_x": sim.get("base_x", float("nan")),
+                     "base_y": sim.get("base_y", float("nan")), "commands": sim.get("commands", 0),
+                     "deadline_misses": status["deadline_misses"]}.items()))
+    return {"node": status, "bridge": sim}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ctrl-rl deploy", formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     description=__doc__.split("\n\n")[0], epilog=EPILOG)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, text in (("node", "run the deploy node (safety state machine + policy) on ROS 2 topics"),
+                       ("sim2sim", "the node against a MuJoCo robot on the same topics (bridge process)")):
+        p = sub.add_parser(name, help=text, description=text)
+        if name == "sim2sim":
+            p.add_argument("bundle_pos", nargs="?", metavar="BUNDLE", help="exported/policy.onnx")
+        p.add_argument("--bundle", default=None, help="exported/policy.onnx (or 'bundle' in --params)")
+        p.add_argument("--params", default=None, help="ROS 2 params YAML (ctrl_rl/configs/deploy/node.yaml)")
+        p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                       help="override a parameter, e.g. --set safety.max_tilt=0.6 (repeatable)")
+        p.add_argument("--transport", choices=TRANSPORTS, default="dds",
+                       help="dds: plain DDS (cyclonedds) in ROS 2's wire format; rclpy: ROS 2")
+        p.add_argument("--namespace", default="", help="ROS namespace of every topic")
+        p.add_argument("--duration", type=float, default=None, help="seconds (default: until Ctrl-C)")
+        p.add_argument("--record", default=None, metavar="DIR",
+                       help="write one robot log (HDF5) per policy episode into DIR (parameter record_dir)")
+        if name == "node":
+            p.add_argument("--lifecycle", action="store_true",
+                           help="a managed ROS 2 node (--transport rclpy): configure, activate, deactivate, ...")
+        if name == "sim2sim":
+            p.add_argument("--robot", default=None, help="robot YAML name or path (default: the bundle's robot)")
+            p.add_argument("--state-rate", type=float, default=500.0, help="JointState/Imu rate (Hz)")
+            p.add_argument("--physics-dt", type=float, default=0.002, help="bridge physics/PD step (s)")
+            p.add_argument("--command-format", choices=("position", "position_gains"), default="position_gains")
+            p.add_argument("--cmd-vel", type=float, nargs=3, default=None, metavar=("VX", "VY", "WZ"),
+                           help="velocity command the bridge publishes at 10 Hz")
+            p.add_argument("--joint-order", default="", help="bridge's joint order: 'reversed' or names a,b,...")
+            p.add_argument("--noise", type=float, nargs=3, default=(0.0, 0.0, 0.0), metavar=("POS", "VEL", "GYRO"))
+            p.add_argument("--latency", type=float, default=0.0, help="bridge's sensing-to-publish delay (s)")
+            p.add_argument("--terrain-cell", type=int, nargs=2, default=None, metavar=("ROW", "COL"),
+                           help="rough-terrain bundles: the sub-terrain the robot starts on (default: middle row, "
+                                "column 0)")
+        p.set_defaults(func=run_node if name == "node" else run_sim2sim)
+    return parser
+
+
+def main(argv: list[str]) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
+    if "--ros-args" in argv:  # rclpy reads these itself (e.g. --ros-args --params-file x.yaml)
+        argv = argv[: argv.index("--ros-args")]
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except (ValueError, FileNotFoundError, PermissionError, ImportError) as e:
+        if os.environ.get("CTRL_RL_DEBUG"):
+            raise
+        print(f"ctrl-rl deploy: error: {e}", file=sys.stderr)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        # os._exit: no interpreter teardown racing transport threads (rclpy's C++ threads once
+        # aborted with "terminate called without an active exception" there)
+        os._exit(2)

@@ -1,0 +1,503 @@
+"""The deploy node: robot state in, joint commands out, at a fixed rate, behind a safety state machine.
+
+What it guarantees (docs/deploy.md lists the test of each):
+
+1. Nothing is published before a valid robot state has been read (no pose to hold before one).
+2. A rejected message (malformed, non-finite, out of range, badly stamped) changes no state
+   that feeds a command: callbacks validate completely before they store anything.
+3. Every published command is finite and each target lies within the bundle's joint limits
+   (and, with torque limits, within what they allow at the measured state); clamps are counted.
+4. A non-finite policy output is a fault: damping in that same tick, named in the status.
+5. Stale state, an e-stop, a lifecycle deactivate or a stop end in damping; damping latches.
+6. A bundle that observes ``height_scan`` needs a fresh, checked height map (``height_map.py``):
+   without one the node does not stand up, and one that goes stale ends in damping.
+
+Transport-neutral: it speaks :mod:`ctrl_rl.deploy.messages` through a
+:class:`~ctrl_rl.deploy.transports.Transport` (plain DDS or rclpy), so the same core runs on a
+ROS 2 robot, on a robot without ROS, and against the sim2sim bridge in CI.
+
+Per tick: read (snapshot of the latest messages) -> obs (the bundle's observation terms) ->
+inference (onnxruntime) -> action (targets, safety command) -> publish. Each stage is timed.
+Numpy + onnxruntime only.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import math
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ctrl_rl.robots.terms import projected_gravity
+
+from . import messages as m
+from .config import COMMAND_FORMATS, NodeParams, TopicQos
+from .height_map import HeightMapSpec
+from .recorder import EpisodeRecorder, episode_end
+from .robot_policy import RobotPolicy, joint_index_map
+from .safety import Mode, SafetyConfig, SafetyStateMachine, find_fault, pose_fault
+from .stats import LatencyStats, LoopTimer, set_realtime_priority
+
+__all__ = ["COMMAND_FORMATS", "DeployNode", "MalformedMessage", "NodeParams", "set_realtime_priority"]
+
+log = logging.getLogger("ctrl_rl.deploy.node")
+
+STAGES = ("read", "obs", "inference", "action", "publish")
+STATUS_QOS = TopicQos("reliable", 1, "transient_local")
+"""Status and ``/diagnostics``: a late subscriber (``ros2 topic echo``, a monitor) gets the current one."""
+
+
+class MalformedMessage(ValueError):
+    """A message that must never reach the actuators (wrong lengths, NaN, missing joints)."""
+
+
+class DeployNode:
+    """Subscriptions, the fixed-rate loop and the status publisher around one :class:`RobotPolicy`.
+
+    ``enabled=False`` (a lifecycle node before ``activate``) ticks and reports status but
+    publishes no command until :meth:`activate`.
+    """
+
+    def __init__(self, params: NodeParams, transport: Any, policy: RobotPolicy | None = None,
+                 enabled: bool = True) -> None:
+        self.params = params
+        self.transport = transport
+        self.policy = policy or RobotPolicy(params.bundle, params.sources())
+        p = self.policy
+        self.height_map = HeightMapSpec.from_metadata(p.policy.metadata)
+        """The scan the policy observes (None: a bundle without ``height_scan``, no subscription)."""
+        n = len(p.joint_names)
+        self.rate_hz = params.rate_hz or 1.0 / p.control_dt
+        meta = p.policy.metadata
+        limits = meta.get("joint_limits")
+        self.joint_limits = None if limits is None else np.asarray(limits, dtype=np.float64).reshape(n, 2)
+        torque = meta.get("torque_limits")
+        self.torque_limits = None if torque is None else np.asarray(torque, dtype=np.float64)
+        ranges = (meta.get("command") or {}).get("ranges")
+        self.command_ranges = None if ranges is None else np.asarray(ranges, dtype=np.float64)
+        out_names = params.command_joint_names or p.joint_names
+        if sorted(out_names) != sorted(p.joint_names):
+            extra = sorted(set(out_names) - set(p.joint_names))
+            missing = [j for j in p.joint_names if j not in out_names]
+            raise ValueError(f"command_joint_names must name exactly the bundle's joints: unknown {extra}, "
+                             f"missing {missing}; the bundle drives {p.joint_names}")
+        self.out_index = joint_index_map(out_names, p.joint_names)  # policy-order values -> output order
+        self.safety_cfg = params.safety.resolved(1.0 / self.rate_hz)
+        self.safety = SafetyStateMachine(self.safety_cfg, p.default_pose, p.kp, p.kd,
+                                         self.joint_limits, self.torque_limits)
+        self.latency = LatencyStats(STAGES)
+        self.timer = LoopTimer(1.0 / self.rate_hz)
+        self.counters = {"joint_state": 0, "imu": 0, "cmd_vel": 0, "height_map": 0, "rejected": 0, "published": 0,
+                         "clamped": 0, "policy_faults": 0}
+        """``clamped``: commands in which :func:`~ctrl_rl.deploy.safety.clamp_targets` moved a target."""
+        self.last_rejection = ""
+        self.last_clamp = ""
+        self.velocity_source = "message"
+        """``message``, or ``estimated`` once a JointState came with an empty velocity array."""
+        self.max_state_age = 0.0
+        """Largest robot-state age (s) seen at a tick while the node was not passive: how close
+        the driver's stream came to ``safety.state_timeout`` (reported in :meth:`status`)."""
+        self.enabled = enabled
+        self.mode_at_stop: str | None = None
+        self.waiting: str | None = None
+        """In passive: what keeps the node from standing up (no state yet, no height map, ...)."""
+        """The mode the loop was in when it was stopped (then it sends one damping command)."""
+        self._lock = threading.Lock()
+        self._joints: tuple[np.ndarray, np.ndarray, float] | None = None  # pos, vel (policy order), t
+        self._imu: tuple[np.ndarray, np.ndarray, float] | None = None  # quat wxyz, gyro, t
+        self._cmd: tuple[np.ndarray, float] | None = None
+        self._height: tuple[np.ndarray, float] | None = None  # scan signal (clearance - offset), t
+        self._map_cache: tuple[tuple[str, ...], np.ndarray] | None = None
+        self._prev_pos: tuple[np.ndarray, float] | None = None  # for velocity estimates
+        self._malformed: str | None = None
+        self._hold: str | None = None  # e-stop / lifecycle deactivate: damping until a start
+        self._last_status = -1.0
+        self._stop = threading.Event()
+        self.log_period = 10.0
+        """Seconds between latency log lines."""
+        self.recorder = None if not params.record_dir else EpisodeRecorder(params.record_dir, self._log_attrs())
+        """Episode recording (``record_dir``); None = off."""
+        q = params.qos
+        self._publish_cmd = transport.publisher(params.joint_command_topic, m.Float64MultiArray, qos=q.joint_commands)
+        self._publish_status = transport.publisher(params.status_topic, m.String, qos=STATUS_QOS)
+        self._publish_diag = (transport.publisher(params.diagnostics_topic, m.DiagnosticArray, qos=STATUS_QOS)
+                              if params.diagnostics_topic else None)
+        transport.subscribe(params.joint_states_topic, m.JointState, self._on_joint_state, qos=q.joint_states)
+        transport.subscribe(params.imu_topic, m.Imu, self._on_imu, qos=q.imu)
+        transport.subscribe(params.cmd_vel_topic, m.Twist, self._on_cmd_vel, qos=q.cmd_vel)
+        transport.subscribe(params.estop_topic, m.Bool, self._on_estop, qos=q.estop)
+        transport.subscribe(params.start_topic, m.Bool, self._on_start, qos=q.start)
+        if self.height_map is not None:
+            transport.subscribe(params.height_map_topic, m.Float64MultiArray, self._on_height_map, qos=q.height_map)
+
+    # -- subscriptions (transport threads): validate everything, then store, return ---------------
+    def _reject(self, what: str) -> None:
+        if what != self.last_rejection:  # once per kind of problem, not 500 times a second
+            log.error("rejected: %s", what)
+        with self._lock:
+            self.counters["rejected"] += 1
+            self.last_rejection = what
+            self._malformed = what
+
+    def _receive_time(self, stamp: float, what: str) -> float:
+        """Arrival time, or with ``safety.use_header_stamps`` the stamp on the monotonic clock;
+        a stamp older than the state timeout or from the future is a :class:`MalformedMessage`."""
+        now = time.monotonic()
+        if not self.safety_cfg.use_header_stamps:
+            return now
+        skew = time.time() - stamp
+        limit = self.safety_cfg.state_timeout
+        if not math.isfinite(skew) or abs(skew) > limit:
+            side = "old" if skew > 0 else "in the future"
+            raise MalformedMessage(f"{what} stamped {abs(skew) * 1e3:.1f} ms {side} (> state_timeout "
+                                   f"{limit * 1e3:.1f} ms; clocks unsynchronized? set safety.use_header_stamps=false)")
+        return now - skew
+
+    def _on_joint_state(self, msg: m.JointState) -> None:
+        try:
+            names = tuple(msg.name)
+            cache = self._map_cache
+            if cache is None or cache[0] != names:
+                try:
+                    cache = (names, joint_index_map(self.policy.joint_names, names))
+                except ValueError as e:
+                    raise MalformedMessage(f"JointState refused: {e}") from None
+            idx = cache[1]
+            n = len(names)
+            estimate = len(msg.velocity) == 0 and n > 0
+            if len(msg.position) != n or (len(msg.velocity) != n and not estimate):
+                raise MalformedMessage(f"JointState has {n} names but {len(msg.position)} positions and "
+                                       f"{len(msg.velocity)} velocities")
+            t = self._receive_time(msg.stamp, "JointState")
+            pos = np.asarray(msg.position, dtype=np.float64)[idx]
+            vel = self._estimate_velocity(pos, t) if estimate else np.asarray(msg.velocity, dtype=np.float64)[idx]
+            bad = pose_fault(self.safety_cfg, pos, vel, self.joint_limits, self.policy.joint_names)
+            if bad is not None:
+                raise MalformedMessage(f"JointState refused: {bad}")
+        except MalformedMessage as e:
+            self._reject(str(e))
+            return
+        with self._lock:
+            self._map_cache = cache
+            self._prev_pos = (pos, t)
+            if estimate:
+                self.velocity_source = "estimated"
+            self._joints = (pos, vel, t)
+            self.counters["joint_state"] += 1
+
+    def _estimate_velocity(self, pos: np.ndarray, t: float) -> np.ndarray:
+        """Finite difference to the previous accepted JointState (zero for the first; the node
+        cannot leave passive before a second one arrives: stand-up takes seconds)."""
+        prev = self._prev_pos
+        if prev is None or t - prev[1] <= 1e-6:
+            last = self._joints
+            return np.zeros_like(pos) if last is None else last[1]
+        return (pos - prev[0]) / (t - prev[1])
+
+    def _on_imu(self, msg: m.Imu) -> None:
+        q = np.asarray(msg.orientation, dtype=np.float64)
+        w = np.asarray(msg.angular_velocity, dtype=np.float64)
+        try:
+            if q.shape != (4,) or w.shape != (3,) or not (np.all(np.isfinite(q)) and np.all(np.isfinite(w))):
+                raise MalformedMessage("Imu malformed or NaN/inf")
+            norm = float(np.linalg.norm(q))
+            if abs(norm - 1.0) > 0.05:
+                raise MalformedMessage(f"Imu orientation is not a unit quaternion (norm {norm:.3f})")
+            if np.abs(w).max() > self.safety_cfg.max_gyro:
+                raise MalformedMessage(f"Imu body rate {np.abs(w).max():.1f} rad/s exceeds max_gyro "
+                                       f"{self.safety_cfg.max_gyro}")
+            t = self._receive_time(msg.stamp, "Imu")
+        except MalformedMessage as e:
+            self._reject(str(e))
+            return
+        with self._lock:
+            self._imu = (q / norm, w, t)
+            self.counters["imu"] += 1
+
+    def _on_cmd_vel(self, msg: m.Twist) -> None:
+        lin, ang = np.asarray(msg.linear, dtype=np.float64), np.asarray(msg.angular, dtype=np.float64)
+        if lin.shape != (3,) or ang.shape != (3,):
+            self._reject("Twist malformed")
+            return
+        cmd = np.array([lin[0], lin[1], ang[2]], dtype=np.float64)
+        if not np.all(np.isfinite(cmd)):
+            self._reject("Twist contains NaN/inf")
+            return
+        if self.command_ranges is not None:  # the policy never saw commands beyond its training ranges
+            cmd = np.clip(cmd, self.command_ranges[:, 0], self.command_ranges[:, 1])
+        with self._lock:
+            self._cmd = (cmd, time.monotonic())
+            self.counters["cmd_vel"] += 1
+
+    def _on_height_map(self, msg: m.Float64MultiArray) -> None:
+        try:
+            scan = self.height_map.parse(msg, self.safety_cfg.max_height_map)
+        except ValueError as e:
+            self._reject(f"height map refused: {e}")
+            return
+        with self._lock:
+            self._height = (scan, time.monotonic())
+            self.counters["height_map"] += 1
+
+    def _height_map_fault(self, height: tuple[np.ndarray, float] | None, now: float) -> str | None:
+        if self.height_map is None:
+            return None
+        if height is None:
+            return f"no height map received yet on {self.params.height_map_topic!r}"
+        age, limit = now - height[1], self.safety_cfg.height_map_timeout
+        return f"height map is stale: {age * 1e3:.0f} ms old (> height_map_timeout {limit * 1e3:.0f} ms)" \
+            if age > limit else None
+
+    def _on_estop(self, msg: m.Bool) -> None:
+        if msg.data:
+            with self._lock:
+                self._hold = "e-stop message received"
+
+    def _on_start(self, msg: m.Bool) -> None:
+        if msg.data:
+            self.start()
+
+    def start(self) -> None:
+        """The operator's start (a start message): clear a latched hold and stand up."""
+        with self._lock:
+            self._hold = None
+            self._malformed = None
+        self.safety.request_start()
+
+    def apply_safety(self, cfg: SafetyConfig) -> None:
+        """New watchdog limits (``ros2 param set``), in force from the next tick."""
+        resolved = cfg.resolved(1.0 / self.rate_hz)
+        self.safety.cfg = resolved
+        self.safety_cfg = resolved
+        log.info("safety parameters now %s", resolved)
+
+    # -- lifecycle (rclpy managed node) -------------------------------------------------------------
+    def activate(self) -> None:
+        """Commands on; stand up now if ``safety.auto_start`` (else on a start message)."""
+        with self._lock:
+            self._hold = None
+        self.enabled = True
+        if self.params.safety.auto_start:
+            self.safety.request_start()
+
+    def deactivate(self) -> None:
+        """Damping (latched) until the next activate or start."""
+        with self._lock:
+            self._hold = "deactivated (lifecycle)"
+
+    # -- the loop ---------------------------------------------------------------------------------
+    def tick(self) -> Mode:
+        """One control period: read, check, infer (in policy mode), command, publish."""
+        lat = self.latency
+        t0 = time.perf_counter_ns()
+        now = time.monotonic()
+        with self._lock:
+            joints, imu, cmd, hold, height = self._joints, self._imu, self._cmd, self._hold, self._height
+            malformed, self._malformed = self._malformed, None
+        pos = vel = grav = gyro = None
+        state_age = math.inf
+        if joints is not None and imu is not None:
+            pos, vel = joints[0], joints[1]
+            gyro = imu[1]
+            grav = projected_gravity({"imu_quat": imu[0]})
+            state_age = now - min(joints[2], imu[2])
+        cmd_age = None if cmd is None else now - cmd[1]
+        if hold is not None:
+            fault: str | None = hold
+        elif not self.enabled:  # an inactive lifecycle node waits in passive (its start is kept for activate)
+            fault = "not active (lifecycle)"
+        elif malformed is not None:
+            fault = f"malformed input: {malformed}"
+        else:
+            fault = find_fault(self.safety_cfg, pos, vel, grav, gyro, state_age, cmd_age, self.joint_limits,
+                               need_command=self.safety.mode == Mode.POLICY) or self._height_map_fault(height, now)
+        before = self.safety.mode
+        if before in (Mode.STAND_UP, Mode.POLICY) and state_age != math.inf:
+            self.max_state_age = max(self.max_state_age, state_age)
+        # joints were checked by pose_fault before they were stored: a pose the machine may hold
+        mode = self.safety.tick(now, fault, None if joints is None else joints[0],
+                                latch_in_passive=hold is not None)
+        self.waiting = fault if mode == Mode.PASSIVE else None
+        if mode != before and mode == Mode.POLICY:
+            self.policy.reset()
+        t1 = time.perf_counter_ns()
+        lat.add("read", t1 - t0)
+        targets = obs = actions = signals = None
+        if mode == Mode.POLICY:
+            signals = self._signals(joints, imu, cmd, height)
+            obs = self.policy.observation(signals)
+            t2 = time.perf_counter_ns()
+            actions = self.policy.policy(obs)
+            t3 = time.perf_counter_ns()
+            lat.add("obs", t2 - t1)
+            lat.add("inference", t3 - t2)
+            t1 = t3
+            if np.all(np.isfinite(actions)):
+                targets = self.policy.targets(actions)
+            else:  # a fault like non-finite sensor data: damping in this very tick
+                self.counters["policy_faults"] += 1
+                bad = np.flatnonzero(~np.isfinite(actions)).tolist()
+                mode = self.safety.trip(now, f"policy output non-finite (action index {bad[:4]})")
+                obs = None
+        if mode != before:
+            log.warning("mode %s -> %s (%s)", before.value, mode.value, self.safety.transitions[-1][2])
+        out = self.safety.command(now, targets, None if joints is None else joints[1])
+        t4 = time.perf_counter_ns()
+        lat.add("action", t4 - t1)
+        if out is not None and self.enabled:
+            self._send(out, mode)
+        lat.add("publish", time.perf_counter_ns() - t4)
+        if self.recorder is not None:  # after the command is out: recording never delays it
+            if obs is not None:
+                self.recorder.step(obs, actions, now, {**signals, "projected_gravity": grav, "state_age": state_age})
+            elif before == Mode.POLICY and self.recorder.active:  # leaving policy mode ends the episode
+                self._end_episode(now, *episode_end(self.safety.fault), joints, imu, cmd, height)
+        if mode != before or now - self._last_status >= 0.5:
+            self.publish_status()
+        return mode
+
+    def _send(self, out: Any, mode: Mode) -> None:
+        """Publish one command (see the guarantees at the top); returns without publishing when
+        ``passive_output: none`` asks for silence in passive/damping with position commands."""
+        if (self.params.command_format == "position" and self.params.passive_output == "none"
+                and mode in (Mode.PASSIVE, Mode.DAMPING)):
+            return
+        data = self._pack(out.position, out.kp, out.kd)
+        if not np.all(np.isfinite(data.data)):  # unreachable by construction; never let it through
+            log.error("non-finite command withheld: %s", data.data)
+            return
+        if out.clamped:
+            self.counters["clamped"] += 1
+            self.last_clamp = f"{out.clamped} joint target(s) clamped in mode {mode.value}"
+        self._publish_cmd(data)
+        self.counters["published"] += 1
+
+    @staticmethod
+    def _signals(joints: tuple, imu: tuple, cmd: tuple | None, height: tuple | None) -> dict[str, np.ndarray]:
+        """The robot signals of the observation terms (policy joint order), the height map's scan too."""
+        command = cmd[0] if cmd is not None else np.zeros(3)
+        signals = {"imu_quat": imu[0], "imu_gyro": imu[1], "joint_pos": joints[0], "joint_vel": joints[1],
+                   "command": command}
+        if height is not None:
+            signals["height_scan"] = height[0]
+        return signals
+
+    def _log_attrs(self) -> dict[str, Any]:
+        meta = self.policy.policy.metadata
+        return {"bundle": str(Path(self.params.bundle).resolve()) if self.params.bundle else "",
+                "rate_hz": self.rate_hz, "joint_names": list(self.policy.joint_names),
+                "obs_terms": meta.get("obs_terms", []), "command_format": self.params.command_format,
+                **{k: meta[k] for k in ("task", "robot", "config_hash", "control_dt", "action_scale") if k in meta}}
+
+    def _end_episode(self, now: float, end: str, terminal: bool, joints: tuple, imu: tuple, cmd: tuple | None,
+                     height: tuple | None) -> None:
+        """Close the recorded episode with the observation after its last action, from the latest
+        signals (the one the next policy tick would have consumed)."""
+        signals = self._signals(joints, imu, cmd, height)
+        obs = self.policy.peek_observation(signals)
+        grav = projected_gravity({"imu_quat": imu[0]})
+        age = now - min(joints[2], imu[2])
+        self.recorder.end(obs, end, terminal, now, {**signals, "projected_gravity": grav, "state_age": age})
+
+    def _pack(self, position: np.ndarray, kp: np.ndarray, kd: np.ndarray) -> m.Float64MultiArray:
+        idx, n = self.out_index, len(self.out_index)
+        if self.params.command_format == "position":
+            return m.Float64MultiArray(position[idx].copy(), [("joint", n, 1)])
+        return m.Float64MultiArray(np.concatenate([position[idx], kp[idx], kd[idx]]),
+                                   [("field", 3, 3 * n), ("joint", n, 1)])
+
+    def status(self) -> dict[str, Any]:
+        return {"mode": self.safety.mode.value, "fault": self.safety.fault, "mode_at_stop": self.mode_at_stop,
+                "waiting": self.waiting, "enabled": self.enabled, **self.counters,
+                "last_rejection": self.last_rejection, "last_clamp": self.last_clamp,
+                "velocity_source": self.velocity_source,
+                "state_clock": "header stamps" if self.safety_cfg.use_header_stamps else "arrival",
+                "state_timeout_ms": round(self.safety_cfg.state_timeout * 1e3, 2),
+                "ticks": self.timer.ticks, "deadline_misses": self.timer.misses, "rate_hz": self.rate_hz,
+                "max_state_age_ms": round(self.max_state_age * 1e3, 2),
+                "latency_us": self.latency.summary(), "period_error_ms": self.timer.summary(),
+                "recording": self.recorder.status() if self.recorder is not None else None}
+
+    def diagnostics(self, status: dict[str, Any]) -> m.DiagnosticArray:
+        """The status as one ``DiagnosticStatus``: OK running, WARN passive/not enabled, ERROR damping."""
+        mode = status["mode"]
+        level = (m.DiagnosticStatus.ERROR if mode == "damping"
+                 else m.DiagnosticStatus.WARN if mode == "passive" or not self.enabled else m.DiagnosticStatus.OK)
+        why = status["fault"] or status["waiting"]
+        message = f"{mode}: {why}" if why else mode
+        keys = ("mode", "fault", "waiting", "enabled", "joint_state", "imu", "cmd_vel", "height_map", "rejected",
+                "last_rejection", "published", "clamped", "last_clamp", "policy_faults", "velocity_source",
+                "state_clock", "state_timeout_ms", "max_state_age_ms", "ticks", "deadline_misses", "rate_hz")
+        values = [(k, "" if status[k] is None else str(status[k])) for k in keys]
+        return m.DiagnosticArray(time.time(), [m.DiagnosticStatus(level, "ctrl_rl_node: safety", message,
+                                                                  self.policy.policy.metadata.get("robot", ""),
+                                                                  values)])
+
+    def publish_status(self) -> None:
+        self._last_status = time.monotonic()
+        status = self.status()
+        self._publish_status(m.String(json.dumps(status)))
+        if self._publish_diag is not None:
+            self._publish_diag(self.diagnostics(status))
+
+    def run(self, duration: float | None = None) -> dict[str, Any]:
+        """Tick at ``rate_hz`` until :meth:`stop` (or ``duration`` seconds); returns the final status.
+        On the way out the robot gets one damping command (``node stopped``), then the final status."""
+        log.info("ctrl_rl node: %s at %.0f Hz, %d joints, command format %s", self.params.bundle or "policy",
+                 self.rate_hz, len(self.policy.joint_names), self.params.command_format)
+        end = math.inf if duration is None else time.perf_counter() + duration
+        # Transport callbacks run on other threads; with CPython's default 5 ms GIL switch interval
+        # a waking control thread can wait that long for them. 0.1 ms keeps the period error small.
+        sys.setswitchinterval(1e-4)
+        gc.freeze()  # the bundle, session and buffers are never scanned again: short GC pauses
+        if self.params.realtime_priority:
+            set_realtime_priority(self.params.realtime_priority)
+        self.timer.start()
+        next_log = time.monotonic() + self.log_period
+        try:
+            while not self._stop.is_set() and time.perf_counter() < end:
+                self.tick()
+                if time.monotonic() >= next_log:
+                    next_log += self.log_period
+                    self._log_latency()
+                self.timer.wait()
+        finally:  # Ctrl-C included: the open episode ends "stopped" and every episode reaches the disk
+            if self.recorder is not None:
+                self._stop_recording()
+            self.mode_at_stop = self.safety.mode.value
+            self._final_damping()
+        self.publish_status()
+        return self.status()
+
+    def _final_damping(self) -> None:
+        """Leave the robot damped (or holding its measured pose), never on a policy target."""
+        with self._lock:
+            self._hold = "node stopped"
+        try:
+            self.tick()
+        except Exception:  # the transport may already be gone (interpreter shutdown)
+            log.exception("final damping command failed")
+
+    def _stop_recording(self) -> None:
+        if self.recorder.active:
+            with self._lock:
+                joints, imu, cmd, height = self._joints, self._imu, self._cmd, self._height
+            self._end_episode(time.monotonic(), "stopped", False, joints, imu, cmd, height)
+        self.recorder.flush()
+
+    def _log_latency(self) -> None:
+        lat = self.latency.summary()
+        stages = "  ".join(f"{k} {v['p50']:.0f}/{v['p99']:.0f}" for k, v in lat.items())
+        err = self.timer.summary()
+        log.info("mode %s | us p50/p99: %s | period err p99 %.2f ms, %d deadline misses in %d ticks",
+                 self.safety.mode.value, stages, err.get("p99", float("nan")), self.timer.misses, self.timer.ticks)
+
+    def stop(self) -> None:
+        self._stop.set()

@@ -1,0 +1,511 @@
+"""Velocity tracking for legged robots on flat ground, in the legged_gym tradition.
+
+Written once against the backend-neutral view of ``ctrl_rl.sims.mujoco_env.Physics``
+(``qpos``, ``qvel``, named sensors), so it runs unchanged on MuJoCo CPU and MuJoCo Warp.
+Observation terms come from ``ctrl_rl.robots.terms`` — the same definitions the deploy
+runtime evaluates on the robot. Rewards are named terms with weights (per-second weights,
+multiplied by the control dt as in legged_gym); each term's mean per-step contribution is
+logged as ``Reward/<name>`` (TensorBoard), so one sees which term drives the total.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+import mujoco
+import numpy as np
+import torch
+
+from ctrl_rl.mirror import EnvMirror, SignedPerm, pair_points
+
+from . import register_task
+from .robot import RobotConfig, SensorLayout, build_model, joint_indices
+from .terms import TERM_MIRRORS, ObsTerm, compute_obs, projected_gravity
+
+DEFAULT_REWARDS = {
+    "track_lin_vel_xy": 1.0, "track_ang_vel_z": 0.5, "lin_vel_z": -2.0, "ang_vel_xy": -0.05,
+    "orientation": -5.0, "torques": -2e-4, "joint_acc": -2.5e-7, "action_rate": -0.01,
+    "feet_air_time": 0.25, "joint_pos_limits": -10.0, "base_height": 0.0, "termination": 0.0,
+}
+"""legged_gym's Go1 weights, with Isaac Lab's flat-terrain orientation (-5) and air-time (0.25)
+weights (why: docs/experiments/quadruped_rewards.md)."""
+TRACKING_SIGMA = 0.25  # exp(-err^2 / sigma) tracking kernels, legged_gym's value
+
+
+@dataclass
+class VelocityTaskConfig:
+    """Task parameters (``task.kwargs.<name>=...`` on the command line)."""
+
+    reward_defaults: ClassVar[dict[str, float]] = DEFAULT_REWARDS
+    """The reward terms of this task and their default weights (a variant declares its own)."""
+
+    robot: str = "ctrl_quad"
+    """Shipped robot name or a robot YAML path (see robots/ctrl_quad.yaml)."""
+    episode_length_s: float = 20.0
+    """Episode time limit in seconds (truncation)."""
+    decimation: int = 4
+    """Physics steps per control step (5 ms physics -> 50 Hz control)."""
+    lin_vel_x: tuple[float, float] = (-1.0, 1.0)
+    """Forward velocity command range (m/s), sampled uniformly."""
+    lin_vel_y: tuple[float, float] = (-0.5, 0.5)
+    """Lateral velocity command range (m/s)."""
+    ang_vel_yaw: tuple[float, float] = (-1.0, 1.0)
+    """Yaw rate command range (rad/s)."""
+    standing_fraction: float = 0.1
+    """Fraction of commands that are exactly zero (learn to stand still)."""
+    fixed_command: tuple[float, float, float] | None = None
+    """Evaluation: every env gets this (vx, vy, yaw rate) command for the whole episode."""
+    command_resample_s: float = 10.0
+    """Commands are drawn at each reset and again every this many seconds (0: per episode)."""
+    clip_actions: float = 10.0
+    """Actions are clipped to +-this before scaling (exported with the policy)."""
+    friction: tuple[float, float] = (0.5, 1.25)
+    """Per-env ground friction coefficient range (randomization; equal bounds: fixed)."""
+    added_base_mass: tuple[float, float] = (-1.0, 2.0)
+    """Per-env mass added to the base (kg)."""
+    kp_scale: tuple[float, float] = (0.9, 1.1)
+    """Per-env multiplier of the PD stiffness."""
+    kd_scale: tuple[float, float] = (0.9, 1.1)
+    """Per-env multiplier of the PD damping."""
+    motor_strength: tuple[float, float] = (0.9, 1.1)
+    """Per-env multiplier of the motors' output (stiffness and damping together)."""
+    push_interval_s: float = 8.0
+    """Every this many seconds of an episode the base gets a random velocity kick (0: off)."""
+    push_velocity: float = 0.5
+    """Maximum xy velocity change of a push (m/s)."""
+    max_action_delay: int = 1
+    """Per-env action latency drawn from 0..this many control steps at each reset."""
+    obs_noise: float = 1.0
+    """Multiplier of the per-term observation noise levels (0: no noise)."""
+    init_joint_noise: float = 0.1
+    """Reset joint angles: default pose +- this (rad)."""
+    init_base_vel: float = 0.3
+    """Reset base linear/angular velocity: uniform +- this."""
+    max_tilt_deg: float = 60.0
+    """Terminate when the base tilts more than this from upright."""
+    privileged_critic: bool = True
+    """Give the critic base velocity, height and foot contacts (asymmetric actor-critic)."""
+    only_positive_rewards: bool = True
+    """Clip each step's total reward at zero (legged_gym): early falls cannot pay."""
+    rewards: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_REWARDS))
+    """Reward term -> weight per second (0 disables a term)."""
+    policy_terms: tuple[str, ...] | None = None
+    """The actor's observation terms, a subset of the default six in their order (None: all six). E.g.
+    without ``base_ang_vel``: a proprioceptive policy that needs memory (a history or a recurrent core)."""
+    solver_iterations: int = 10
+    """Newton solver iterations per physics step at most (MuJoCo's ``<option iterations>``, replacing
+    the MJCF's). ctrl_quad needs 2.7 on average (p99 6), the humanoid 2.3; the solver stops at
+    convergence, so the cap only bounds the rare hard step. On a GPU every world waits for the
+    slowest, so the MJCF default of 100 is what a batched step can cost (mjlab: 10)."""
+    ls_iterations: int = 20
+    """Line-search iterations per solver iteration at most (``<option ls_iterations>``; mjlab: 20)."""
+    solver_tolerance: float = 1e-8
+    """Solver stops when the relative cost improvement is below this (``<option tolerance>``)."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type == "tuple[float, float]" and (len(value) != 2 or float(value[0]) > float(value[1])):
+                raise ValueError(f"task.kwargs.{f.name} must be [low, high] with low <= high, got {list(value)}")
+        if self.fixed_command is not None and len(self.fixed_command) != 3:
+            raise ValueError(f"task.kwargs.fixed_command must be [vx, vy, yaw_rate], got {list(self.fixed_command)}")
+        if self.policy_terms is not None:
+            names = [t.name for t in policy_terms(0.0)]
+            unknown = [n for n in self.policy_terms if n not in names]
+            if unknown or not self.policy_terms:
+                raise ValueError(f"task.kwargs.policy_terms must name some of {names}, got {list(self.policy_terms)}")
+        if self.decimation < 1 or self.episode_length_s <= 0:
+            raise ValueError("task.kwargs.decimation must be >= 1 and episode_length_s > 0")
+        if self.solver_iterations < 1 or self.ls_iterations < 1 or not self.solver_tolerance >= 0:
+            raise ValueError("task.kwargs.solver_iterations and ls_iterations must be >= 1 and solver_tolerance "
+                             f">= 0 (e.g. 10, 20, 1e-8), got {self.solver_iterations}, {self.ls_iterations}, "
+                             f"{self.solver_tolerance}")
+
+    def apply_solver(self, model: mujoco.MjModel) -> mujoco.MjModel:
+        """Set the solver budget of the compiled ``model`` (every backend steps this model)."""
+        model.opt.iterations = int(self.solver_iterations)
+        model.opt.ls_iterations = int(self.ls_iterations)
+        model.opt.tolerance = float(self.solver_tolerance)
+        return model
+
+    @classmethod
+    def from_kwargs(cls, **kwargs: Any) -> VelocityTaskConfig:
+        valid = {f.name for f in fields(cls)}
+        for key in kwargs:
+            if key not in valid:
+                raise ValueError(f"this task has no parameter {key!r} (task.kwargs); "
+                                 f"valid: {', '.join(sorted(valid))}")
+        kw = dict(kwargs)
+        if "rewards" in kw:
+            defaults = cls.reward_defaults
+            unknown = set(kw["rewards"]) - set(defaults)
+            if unknown:
+                raise ValueError(f"unknown reward term(s) {sorted(unknown)}; terms: {', '.join(defaults)}")
+            kw["rewards"] = {**defaults, **{k: float(v) for k, v in kw["rewards"].items()}}
+        for key, value in kw.items():
+            if isinstance(value, list):
+                kw[key] = tuple(value)
+        return cls(**kw)
+
+
+def policy_terms(noise: float) -> tuple[ObsTerm, ...]:
+    """The actor's observation: all measurable on the robot (legged_gym scales and noise)."""
+    return (
+        ObsTerm("base_ang_vel", 3, scale=0.25, clip=100.0, noise=0.2 * noise),
+        ObsTerm("projected_gravity", 3, clip=100.0, noise=0.05 * noise),
+        ObsTerm("velocity_commands", 3, scale=(2.0, 2.0, 0.25), clip=100.0),
+        ObsTerm("joint_pos_rel", 0, clip=100.0, noise=0.01 * noise),
+        ObsTerm("joint_vel", 0, scale=0.05, clip=100.0, noise=1.5 * noise),
+        ObsTerm("last_action", 0, clip=100.0),
+    )
+
+
+class VelocityTask:
+    """Quadruped velocity tracking: commands, rewards, terminations, randomization."""
+
+    action_bounds = None  # Gaussian actions, clipped at clip_actions inside the task
+
+    def __init__(self, cfg: VelocityTaskConfig, robot: RobotConfig, model: mujoco.MjModel,
+                 layout: SensorLayout, num_envs: int, device: torch.device) -> None:
+        self.cfg, self.robot, self.layout = cfg, robot, layout
+        self.num_envs, self.device = num_envs, device
+        nj = robot.num_joints
+        self.action_dim = nj
+        self.decimation = int(cfg.decimation)
+        self.step_dt = float(model.opt.timestep) * self.decimation
+        self.max_episode_length = int(math.ceil(cfg.episode_length_s / self.step_dt))
+        qadr, vadr = joint_indices(model, robot)
+        self.qadr = torch.as_tensor(qadr, device=device)
+        self.vadr = torch.as_tensor(vadr, device=device)
+        self.base_id = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, robot.base_body)
+        self.qpos0 = torch.as_tensor(model.qpos0, dtype=torch.float32, device=device)
+        self.default_pose = torch.tensor(robot.default_pose, device=device)
+        self.action_scale = robot.action_scale
+        lo, hi = model.jnt_range[[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, j)
+                                  for j in robot.joint_names]].T
+        self.joint_limits = np.stack([lo, hi], axis=1)
+        mid, half = (lo + hi) / 2, (hi - lo) / 2
+        self.soft_limits = (torch.tensor(mid - 0.9 * half, device=device, dtype=torch.float32),
+                            torch.tensor(mid + 0.9 * half, device=device, dtype=torch.float32))
+        self.feet = [f"{g}_contact" for g in robot.foot_geoms]
+        self.foot_points = _standing_foot_points(model, robot)
+        """``[feet, 3]`` foot geom centres in the base frame at the default pose (pairs them for mirroring)."""
+        self.torque_sensors = [f"{j}_torque" for j in robot.joint_names]
+        self.joint_pos_sensors = [f"{j}_pos" for j in robot.joint_names]
+        self.joint_vel_sensors = [f"{j}_vel" for j in robot.joint_names]
+        every = tuple(ObsTerm(t.name, t.dim or nj, t.scale, t.clip, t.noise) for t in policy_terms(cfg.obs_noise))
+        pterms = tuple(t for t in every if cfg.policy_terms is None or t.name in cfg.policy_terms)
+        pterms += self.extra_policy_terms()
+        self.obs_terms: dict[str, tuple[ObsTerm, ...]] = {"policy": pterms}
+        if cfg.privileged_critic:  # every measurable term (noise-free) and the privileged ones
+            clean = tuple(ObsTerm(t.name, t.dim, t.scale, t.clip) for t in every)
+            self.obs_terms["critic"] = clean + (ObsTerm("base_lin_vel", 3, scale=2.0), ObsTerm("base_height", 1),
+                                                ObsTerm("foot_contact", len(self.feet))) + self.extra_critic_terms()
+        self.obs_dims = {g: sum(t.dim for t in terms) for g, terms in self.obs_terms.items()}
+        offsets = torch.tensor([0] + [t.dim for t in pterms]).cumsum(0).tolist()
+        self._noise_slices = {t.name: slice(a, b) for t, a, b in zip(pterms, offsets, offsets[1:], strict=False)}
+        """Where each policy term's noise sits in :meth:`sample_obs_noise`'s tensor."""
+        self.push_every = int(round(cfg.push_interval_s / self.step_dt)) if cfg.push_velocity > 0 else 0
+        self.resample_every = int(round(cfg.command_resample_s / self.step_dt))
+        n, f = num_envs, len(self.feet)
+        zeros = lambda *s: torch.zeros(*s, device=device)  # noqa: E731
+        self.commands = zeros(n, 3)
+        self.last_action = zeros(n, nj)
+        self.last_joint_vel = zeros(n, nj)
+        self.air_time = zeros(n, f)
+        self.last_contact = torch.zeros(n, f, dtype=torch.bool, device=device)
+        self.delay = torch.zeros(n, dtype=torch.long, device=device)
+        self.action_history = zeros(n, cfg.max_action_delay + 1, nj)
+        self.active_rewards = [k for k, w in cfg.rewards.items() if w != 0.0]
+        self.out_of_bounds = torch.zeros(n, dtype=torch.bool, device=device)
+        """Envs whose episode is cut short without a failure (a time-out); never on flat ground."""
+        self.metrics: dict[str, torch.Tensor] = {}
+        """Per-env measures of the last step (``info["metrics"]``)."""
+        self._nominal: dict[str, torch.Tensor] = {}
+
+    @classmethod
+    def build_model(cls, cfg: VelocityTaskConfig, robot: RobotConfig) -> tuple[mujoco.MjModel, SensorLayout]:
+        """The model this task runs on (the robot on flat ground; rough terrain adds its heightfield)."""
+        return build_model(robot)
+
+    def extra_policy_terms(self) -> tuple[ObsTerm, ...]:
+        """Terms a variant appends to the actor's observation (none here)."""
+        return ()
+
+    def extra_critic_terms(self) -> tuple[ObsTerm, ...]:
+        """Privileged terms a variant appends to the critic's observation (none here)."""
+        return ()
+
+    def begin_reset(self, physics: Any, rows: torch.Tensor, gen: torch.Generator) -> None:
+        """Before ``rows`` are re-initialized (their final state is still in ``physics``): nothing
+        here; the terrain task moves envs between curriculum levels."""
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _uniform(self, gen: torch.Generator, lo: float, hi: float, *shape: int) -> torch.Tensor:
+        return torch.rand(*shape, generator=gen, device=self.device) * (hi - lo) + lo
+
+    def signals(self, physics: Any) -> dict[str, torch.Tensor]:
+        """The named signals the observation terms read (robot-measurable + privileged), plus
+        ``_contact``, ``_torques``, ``_base_contact`` and ``_sensordata`` for rewards and terminations."""
+        sd = physics.sensordata.float()  # one conversion, then cheap slices
+        sensor = lambda name: sd[:, self.layout[name]]  # noqa: E731
+        contact = torch.cat([sensor(f) for f in self.feet], -1) > 1.0
+        return {
+            "imu_quat": sensor("imu_quat"),
+            "imu_gyro": sensor("imu_gyro"),
+            "joint_pos": torch.cat([sensor(j) for j in self.joint_pos_sensors], -1),
+            "joint_vel": torch.cat([sensor(j) for j in self.joint_vel_sensors], -1),
+            "command": self.commands,
+            "last_action": self.last_action,
+            "default_pose": self.default_pose,
+            "base_lin_vel": sensor("base_lin_vel"),
+            "base_height": sensor("base_pos")[:, 2:3],
+            "_base_pos": sensor("base_pos"),
+            "foot_contact": contact.float(),
+            "_contact": contact,
+            "_torques": torch.cat([sensor(t) for t in self.torque_sensors], -1),
+            "_base_contact": sensor("base_contact")[:, 0],
+            "_sensordata": sd,  # for a variant's extra sensors (a humanoid's foot velocities)
+        }
+
+    # -- hooks called by MjVecEnv -------------------------------------------------------------
+    def randomize_model(self, physics: Any, gen: torch.Generator) -> None:
+        """Per-env friction, base mass, PD gains and motor strength (drawn at reset(seed))."""
+        c, n = self.cfg, self.num_envs
+        if not self._nominal:
+            for name in self._RANDOMIZED:
+                self._nominal[name] = physics.model_field(name).to(self.device)
+        friction = self._nominal["geom_friction"].clone()
+        friction[..., 0] = self._uniform(gen, *c.friction, n, 1)
+        mass = self._nominal["body_mass"].clone()
+        mass[:, self.base_id] += self._uniform(gen, *c.added_base_mass, n)
+        strength = self._uniform(gen, *c.motor_strength, n, 1)
+        kp = self._uniform(gen, *c.kp_scale, n, 1) * strength
+        kd = self._uniform(gen, *c.kd_scale, n, 1) * strength
+        gain, bias = self._nominal["actuator_gainprm"].clone(), self._nominal["actuator_biasprm"].clone()
+        gain[..., 0] *= kp
+        bias[..., 1] *= kp
+        bias[..., 2] *= kd
+        for name, value in (("geom_friction", friction), ("body_mass", mass),
+                            ("actuator_gainprm", gain), ("actuator_biasprm", bias)):
+            physics.set_model_field(name, value)
+
+    def sample_initial_state(self, physics: Any, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """Default pose at standing height with small joint and velocity noise (all rows)."""
+        n, c = self.num_envs, self.cfg
+        qpos = self.qpos0.expand(n, -1).clone()
+        qpos[:, 2] = self.robot.init_height
+        qpos[:, 3:7] = torch.tensor([1.0, 0.0, 0.0, 0.0], device=self.device)
+        qpos[:, self.qadr] = self.default_pose + self._uniform(gen, -c.init_joint_noise, c.init_joint_noise,
+                                                               n, self.action_dim)
+        qvel = torch.zeros(n, physics.model.nv, device=self.device)
+        qvel[:, :6] = self._uniform(gen, -c.init_base_vel, c.init_base_vel, n, 6)
+        return qpos, qvel
+
+    def reset_rows(self, rows: torch.Tensor, gen: torch.Generator) -> None:
+        """Fresh commands, delays and buffers for the envs that start a new episode."""
+        r = rows[:, None]
+        self.commands = torch.where(r, self._sample_commands(gen), self.commands)
+        self.last_action.masked_fill_(r, 0.0)
+        self.last_joint_vel.masked_fill_(r, 0.0)
+        self.air_time.masked_fill_(r, 0.0)
+        self.last_contact.masked_fill_(r, False)
+        self.action_history.masked_fill_(rows[:, None, None], 0.0)
+        delay = torch.randint(0, self.cfg.max_action_delay + 1, (self.num_envs,), generator=gen, device=self.device)
+        self.delay = torch.where(rows, delay, self.delay)
+
+    def _sample_commands(self, gen: torch.Generator) -> torch.Tensor:
+        c, n = self.cfg, self.num_envs
+        if c.fixed_command is not None:
+            return torch.tensor(c.fixed_command, device=self.device, dtype=torch.float32).expand(n, 3).clone()
+        cmd = torch.stack([self._uniform(gen, *c.lin_vel_x, n), self._uniform(gen, *c.lin_vel_y, n),
+                           self._uniform(gen, *c.ang_vel_yaw, n)], -1)
+        standing = torch.rand(n, 1, generator=gen, device=self.device) < c.standing_fraction
+        return cmd.masked_fill(standing, 0.0)
+
+    def joint_targets(self, actions: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        """Clip, delay (per-env latency) and scale actions into PD position targets."""
+        actions = actions.clamp(-self.cfg.clip_actions, self.cfg.clip_actions)
+        self.action_history = torch.cat([actions[:, None], self.action_history[:, :-1]], 1)
+        applied = self.action_history[torch.arange(self.num_envs, device=self.device), self.delay]
+        self._action = actions
+        return self.default_pose + self.action_scale * applied
+
+    def evaluate(self, physics: Any, episode_length: torch.Tensor,
+                 gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, dict]:
+        """Reward, termination and logs after a control step; updates the task's buffers."""
+        s = self.signals(physics)
+        c = self.cfg
+        g = projected_gravity(s)
+        terminated = self.failed(s, g)
+        terms = self.reward_terms(s, g, terminated)
+        reward = torch.zeros(self.num_envs, device=self.device)
+        log = {}
+        for name in self.active_rewards:
+            r = terms[name] * (c.rewards[name] * self.step_dt)
+            reward += r
+            log[f"Reward/{name}"] = r.mean()
+        if c.only_positive_rewards:
+            reward = reward.clamp(min=0.0)
+        self.last_action = self._action
+        self.last_joint_vel = s["joint_vel"]
+        s["last_action"] = self.last_action
+        if self.resample_every > 0:
+            due = (episode_length % self.resample_every == 0)[:, None]
+            self.commands = torch.where(due, self._sample_commands(gen), self.commands)
+        s["command"] = self.commands
+        self.post_step_signals = s
+        """This step's signals with the updated command and last action: ``final_obs`` reuses them."""
+        # per env: evaluation averages each env over its own episode; TensorBoard gets the mean
+        v = s["base_lin_vel"]
+        self.metrics = {"lin_vel_error": (self.commands[:, :2] - v[:, :2]).norm(dim=-1),
+                        "forward_velocity": v[:, 0]}  # base frame, m/s
+        log.update({f"Metrics/{k}": m.mean() for k, m in self.metrics.items()})
+        return reward, terminated, log
+
+    def failed(self, s: dict[str, torch.Tensor], g: torch.Tensor) -> torch.Tensor:
+        """Terminations: the base touches the ground or tilts past ``max_tilt_deg``."""
+        upright = -g[:, 2]  # cos(tilt)
+        return (s["_base_contact"] > 1.0) | (upright < math.cos(math.radians(self.cfg.max_tilt_deg)))
+
+    def reward_terms(self, s: dict[str, torch.Tensor], g: torch.Tensor,
+                     terminated: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Every reward term's per-step value (before its weight); advances the gait buffers."""
+        dt = self.step_dt
+        v, w = s["base_lin_vel"], s["imu_gyro"]
+        contact = s["_contact"]
+        first_contact = (self.air_time > 0) & (contact | self.last_contact)
+        self.air_time += dt
+        moving = (self.commands[:, :2].norm(dim=-1) > 0.1).float()
+        torques = s["_torques"]
+        q = s["joint_pos"]
+        terms = {
+            "track_lin_vel_xy": torch.exp(-((self.commands[:, :2] - v[:, :2]) ** 2).sum(-1) / TRACKING_SIGMA),
+            "track_ang_vel_z": torch.exp(-((self.commands[:, 2] - w[:, 2]) ** 2) / TRACKING_SIGMA),
+            "lin_vel_z": v[:, 2] ** 2,
+            "ang_vel_xy": (w[:, :2] ** 2).sum(-1),
+            "orientation": (g[:, :2] ** 2).sum(-1),
+            "torques": (torques ** 2).sum(-1),
+            "joint_acc": (((s["joint_vel"] - self.last_joint_vel) / dt) ** 2).sum(-1),
+            "action_rate": ((self._action - self.last_action) ** 2).sum(-1),
+            "feet_air_time": ((self.air_time - 0.5) * first_contact).sum(-1) * moving,
+            "joint_pos_limits": ((self.soft_limits[0] - q).clamp(min=0)
+                                 + (q - self.soft_limits[1]).clamp(min=0)).sum(-1),
+            "base_height": (s["base_height"][:, 0] - self.robot.init_height) ** 2,
+            "termination": terminated.float(),
+        }
+        self.air_time *= ~(contact | self.last_contact)
+        self.last_contact = contact
+        return terms
+
+    def perturb(self, physics: Any, episode_length: torch.Tensor, gen: torch.Generator) -> bool:
+        """Random base velocity kicks every ``push_interval_s`` of an episode. Returns whether any
+        world may have been moved (False only when certainly none was)."""
+        if self.push_every <= 0:
+            return False
+        rows = (episode_length % self.push_every == 0) & (episode_length > 0)
+        kick = self._uniform(gen, -self.cfg.push_velocity, self.cfg.push_velocity, self.num_envs, 2)
+        if self.device.type == "cpu" and not bool(rows.any()):
+            return False  # the kick is still drawn: the generator's stream does not depend on the check
+        qvel = physics.qvel.float().clone()
+        qvel[:, :2] += kick
+        physics.write_rows(rows, physics.qpos.float().clone(), qvel)
+        return True
+
+    def sample_obs_noise(self, gen: torch.Generator) -> torch.Tensor | None:
+        """Uniform [-1, 1] noise for one step's policy observation (``None`` when off).
+
+        Drawn once per step and shared by ``final_obs`` and ``obs``, so a row's last
+        observation is exactly what it would have seen had the episode gone on.
+        """
+        if self.cfg.obs_noise <= 0:
+            return None
+        return torch.rand(self.num_envs, self.obs_dims["policy"], generator=gen, device=self.device) * 2 - 1
+
+    def observe(self, physics: Any, noise: torch.Tensor | None,
+                signals: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+        """Observation groups; ``signals`` may be passed when already read for this state."""
+        s = self.signals(physics) if signals is None else signals
+        draw = None if noise is None else (lambda term: noise[:, self._noise_slices[term.name]])
+        obs = {"policy": compute_obs(self.obs_terms["policy"], s, draw)}
+        if "critic" in self.obs_terms:
+            obs["critic"] = compute_obs(self.obs_terms["critic"], s)
+        return obs
+
+    def deploy_metadata(self) -> dict[str, Any]:
+        """Observation layout and action mapping of the policy group, for the deploy bundle."""
+        r = self.robot
+        return {
+            "robot": r.name,
+            "obs_terms": [t.to_dict() for t in self.obs_terms["policy"]],
+            "joint_names": list(r.joint_names),
+            "default_pose": list(r.default_pose),
+            "action_scale": r.action_scale,
+            "action_clip": self.cfg.clip_actions,
+            "kp": list(r.kp), "kd": list(r.kd), "torque_limits": list(r.torque_limits),
+            "joint_limits": self.joint_limits.tolist(),  # hard [lo, hi] per joint (rad), for the deploy watchdog
+            "control_dt": self.step_dt, "decimation": self.decimation,
+            "command": {"names": ["lin_vel_x", "lin_vel_y", "ang_vel_yaw"],
+                        "ranges": [list(self.cfg.lin_vel_x), list(self.cfg.lin_vel_y), list(self.cfg.ang_vel_yaw)]},
+        }
+
+    # -- symmetry -----------------------------------------------------------------------------
+    def mirror_parts(self) -> dict[str, SignedPerm]:
+        """The signed permutations :data:`~ctrl_rl.robots.terms.TERM_MIRRORS` refers to by name: the
+        robot YAML's joint map and the feet paired by position (a variant adds its own, e.g. ``scan``)."""
+        joints = SignedPerm(*self.robot.mirror_map())
+        q0 = self.default_pose.cpu().numpy()
+        if not np.allclose(joints(q0), q0, atol=1e-6):
+            raise ValueError(f"robot {self.robot.name}: its default_pose is not its own mirror image under the "
+                             "YAML's `mirror` map, so joint_pos_rel cannot mirror; fix the pose or the map")
+        return {"joints": joints, "feet": SignedPerm(pair_points(self.foot_points, tol=1e-4),
+                                                     np.ones(len(self.feet)))}
+
+    def mirror(self) -> EnvMirror:
+        """Every observation term's mirror map (its history frames included) and the actions' (the
+        joints' map: actions are joint offsets from the symmetric default pose)."""
+        parts = self.mirror_parts()
+        terms: dict[str, list[SignedPerm]] = {}
+        for group, group_terms in self.obs_terms.items():
+            terms[group] = []
+            for t in group_terms:
+                spec = TERM_MIRRORS[t.name]
+                m = parts[spec] if isinstance(spec, str) else SignedPerm.signs(spec)
+                if m.dim != t.dim:
+                    raise ValueError(f"mirror of term {t.name!r} has {m.dim} elements, the term {t.dim}")
+                terms[group].append(m.tile(t.history))
+        return EnvMirror(terms, parts["joints"])
+
+    # -- state ------------------------------------------------------------------------------
+    _BUFFERS = ("commands", "last_action", "last_joint_vel", "air_time", "last_contact", "delay", "action_history")
+
+    _RANDOMIZED = ("geom_friction", "body_mass", "actuator_gainprm", "actuator_biasprm")
+
+    def get_state(self, physics: Any) -> dict[str, Any]:
+        state = {k: getattr(self, k).clone() for k in self._BUFFERS}
+        state["model"] = {k: physics.model_field(k) for k in self._RANDOMIZED}
+        return state
+
+    def set_state(self, state: dict[str, Any], physics: Any) -> None:
+        for k in self._BUFFERS:
+            setattr(self, k, state[k].to(self.device).clone())
+        for k, v in state["model"].items():
+            physics.set_model_field(k, v)
+
+
+def _standing_foot_points(model: mujoco.MjModel, robot: RobotConfig) -> np.ndarray:
+    """Foot geom centres ``[feet, 3]`` relative to the base, with the base at the origin and the joints
+    at the default pose."""
+    data = mujoco.MjData(model)
+    qadr, _ = joint_indices(model, robot)
+    data.qpos[:] = model.qpos0
+    data.qpos[:7] = [0, 0, 0, 1, 0, 0, 0]
+    data.qpos[qadr] = robot.default_pose
+    mujoco.mj_kinematics(model, data)
+    ids = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, g) for g in robot.foot_geoms]
+    return data.geom_xpos[ids].copy()
+
+
+register_task("quadruped_velocity_flat", config=VelocityTaskConfig, task=VelocityTask)

@@ -1,0 +1,228 @@
+"""Observation terms: the one definition shared by training and the robot.
+
+Each term is a small function of named *signals* — what a real robot provides (IMU
+quaternion and gyro, joint encoders, the velocity command, the last action) or, for
+privileged critic terms, what only a simulator knows. The functions use only operations
+common to numpy and torch (``x[..., i]``, arithmetic, ``stack``, ``concatenate``), so the
+training env calls them on torch tensors and the deploy runtime on numpy arrays, with no
+torch import there. That is how a bundle's observation layout is recomputed on the robot
+instead of re-implemented by hand (the sim2sim bugs of today's deploy stacks).
+
+This module imports numpy only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+Array = Any
+"""A numpy array or a torch tensor (``[..., dim]``)."""
+
+
+def namespace(x: Array) -> Any:
+    """The array module of ``x``: torch for tensors (already imported by the caller), else numpy."""
+    if type(x).__module__.startswith("torch"):
+        import torch
+
+        return torch
+    return np
+
+
+def quat_rotate_inverse(q: Array, v: Array) -> Array:
+    """Rotate ``v`` by the inverse of unit quaternions ``q`` (w, x, y, z): world -> body frame."""
+    xp = namespace(q)
+    w, u = q[..., 0:1], q[..., 1:4]
+    uv = _cross(u, v, xp)
+    return v * (2.0 * w * w - 1.0) - 2.0 * w * uv + 2.0 * u * (u * v).sum(-1)[..., None]
+
+
+def _cross(a: Array, b: Array, xp: Any) -> Array:
+    ax, ay, az = a[..., 0], a[..., 1], a[..., 2]
+    bx, by, bz = b[..., 0], b[..., 1], b[..., 2]
+    return xp.stack([ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx], -1)
+
+
+def gait_clock(s: Mapping[str, Array]) -> Array:
+    """``(sin 2 pi phi, cos 2 pi phi)`` of the gait phase ``phi`` in [0, 1): a periodic clock the policy
+    steps to (unitree_rl_gym's humanoid observation); continuous where the phase wraps."""
+    phase = s["gait_phase"][..., 0] * (2.0 * np.pi)
+    xp = namespace(phase)
+    return xp.stack([xp.sin(phase), xp.cos(phase)], -1)
+
+
+def projected_gravity(s: Mapping[str, Array]) -> Array:
+    """Unit gravity direction in the base frame, from the IMU quaternion ((0, 0, -1) upright)."""
+    q = s["imu_quat"]
+    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
+    xp = namespace(q)
+    return xp.stack([2.0 * (w * y - x * z), -2.0 * (w * x + y * z), 1.0 - 2.0 * (w * w + z * z)], -1)
+
+
+TERM_FUNCTIONS: dict[str, Callable[[Mapping[str, Array]], Array]] = {
+    # measurable on the robot
+    "base_ang_vel": lambda s: s["imu_gyro"],
+    "projected_gravity": projected_gravity,
+    "velocity_commands": lambda s: s["command"],
+    "joint_pos_rel": lambda s: s["joint_pos"] - s["default_pose"],
+    "joint_vel": lambda s: s["joint_vel"],
+    "last_action": lambda s: s["last_action"],
+    "gait_clock": gait_clock,
+    # privileged: simulation only (critic inputs)
+    "base_lin_vel": lambda s: s["base_lin_vel"],
+    "base_height": lambda s: s["base_height"],
+    "foot_contact": lambda s: s["foot_contact"],
+    # the terrain around the base (simulation: ray casts; a robot: a configured height-map source)
+    "height_scan": lambda s: s["height_scan"],
+}
+"""Term name -> function of the signals dict. ``default_pose`` is a constant signal."""
+
+TERM_MIRRORS: dict[str, tuple[float, ...] | str] = {
+    "base_ang_vel": (-1.0, 1.0, -1.0),       # a pseudovector: roll and yaw rates flip
+    "projected_gravity": (1.0, -1.0, 1.0),
+    "velocity_commands": (1.0, -1.0, -1.0),  # vx, vy, yaw rate
+    "joint_pos_rel": "joints", "joint_vel": "joints", "last_action": "joints",
+    "gait_clock": (-1.0, -1.0),              # half a period on: the other leg's phase
+    "base_lin_vel": (1.0, -1.0, 1.0),
+    "base_height": (1.0,),
+    "foot_contact": "feet",
+    "height_scan": "scan",
+}
+"""How each term mirrors left/right (reflection in the base's x-z plane): per-element signs, or the
+name of a signed permutation the robot supplies (``joints``: its YAML ``mirror`` map; ``feet``: its
+foot geoms paired by position; ``scan``: the scan points paired by position). ``ctrl_rl.mirror``."""
+
+ROBOT_SIGNALS = ("imu_quat", "imu_gyro", "joint_pos", "joint_vel", "command", "last_action", "default_pose",
+                 "gait_phase")
+"""Signals a deploy node can provide; a policy's terms must use only these. ``gait_phase`` is the
+controller's own clock: control steps since the episode (policy mode) began, over the bundle's
+``gait_period``, modulo 1."""
+
+ROBOT_TERMS = ("base_ang_vel", "projected_gravity", "velocity_commands", "joint_pos_rel", "joint_vel", "last_action",
+               "gait_clock")
+"""Terms computed from :data:`ROBOT_SIGNALS` alone: what a bundle's actor may observe on any robot."""
+
+EXTERNAL_TERMS = {"height_scan": "a height-map source (terrain perception)"}
+"""Terms a robot can observe only from an extra source, by term: what provides it. A deploy
+node refuses a bundle whose actor needs one unless that source is configured."""
+
+
+@dataclass(frozen=True)
+class ObsTerm:
+    """One named slice of an observation group: ``clip(scale * f(signals))``."""
+
+    name: str
+    """Key of :data:`TERM_FUNCTIONS`."""
+    dim: int
+    scale: float | tuple[float, ...] = 1.0
+    """Multiplier (per term or per element), legged_gym's ``obs_scales``."""
+    clip: float | None = None
+    """Symmetric clip applied after scaling (``None``: none)."""
+    noise: float = 0.0
+    """Half-width of uniform noise added in training (physical units, before scaling);
+    never applied at deploy time."""
+    history: int = 1
+    """Frames of this term the policy sees, oldest first (1: the current frame only); the stacking
+    is :class:`TermHistory`'s, in training and on the robot."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The term as a deploy bundle stores it (no training noise)."""
+        scale = list(self.scale) if isinstance(self.scale, tuple) else self.scale
+        return {"name": self.name, "dim": self.dim, "scale": scale, "clip": self.clip, "history": self.history}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ObsTerm:
+        """Inverse of :meth:`to_dict` (a bundle's term list back into terms)."""
+        history = int(d.get("history", 1))
+        if history < 1:
+            raise ValueError(f"observation term {d['name']!r} has history {history}; it must be >= 1")
+        scale = tuple(float(x) for x in d["scale"]) if isinstance(d["scale"], list) else float(d["scale"])
+        return cls(d["name"], int(d["dim"]), scale, d["clip"], history=history)
+
+
+def compute_term(term: ObsTerm, signals: Mapping[str, Array], noise: Array | None = None) -> Array:
+    """One term's value; ``noise`` (same shape, in [-1, 1]) is scaled by ``term.noise``."""
+    value = TERM_FUNCTIONS[term.name](signals)
+    if noise is not None and term.noise > 0:
+        value = value + noise * term.noise
+    xp = namespace(value)
+    scale = term.scale
+    if isinstance(scale, tuple):
+        scale = xp.asarray(np.asarray(scale, dtype=np.float32)) if xp is np else \
+            xp.tensor(scale, dtype=value.dtype, device=value.device)
+    value = value * scale
+    if term.clip is not None:
+        value = xp.clip(value, -term.clip, term.clip)
+    return value
+
+
+def compute_obs(terms: Sequence[ObsTerm], signals: Mapping[str, Array],
+                noise: Callable[[ObsTerm], Array] | None = None) -> Array:
+    """Concatenate ``terms`` into one ``[..., sum(dim)]`` observation.
+
+    ``noise(term)`` returns uniform [-1, 1] samples of the term's shape (training only).
+    """
+    parts = [compute_term(t, signals, noise(t) if noise is not None and t.noise > 0 else None)
+             for t in terms]
+    return namespace(parts[0]).concatenate(parts, -1)
+
+
+class TermHistory:
+    """The last ``lengths[i]`` frames of each term of one observation group, per row.
+
+    The stacked observation lays each term's frames out oldest first, term after term (Isaac
+    Lab's flattened term history): ``[a_{t-2}, a_{t-1}, a_t, b_t]`` for term ``a`` with history 3
+    and ``b`` with 1. A row that starts an episode is filled with its first frame (no zeros the
+    policy never saw in training). Works on numpy arrays (the robot) and torch tensors (the env)
+    with the same operations, so the layout is written once.
+    """
+
+    def __init__(self, dims: Sequence[int], lengths: Sequence[int]) -> None:
+        if len(dims) != len(lengths) or any(h < 1 for h in lengths):
+            raise ValueError(f"history lengths {list(lengths)} must be >= 1, one per term of {list(dims)}")
+        self.dims, self.lengths = [int(d) for d in dims], [int(h) for h in lengths]
+        self.stacks: list[Array] = []
+        """Per term ``[rows, history, dim]``, oldest frame first (empty before :meth:`restart`)."""
+
+    @property
+    def out_dim(self) -> int:
+        """Width of the stacked observation."""
+        return sum(d * h for d, h in zip(self.dims, self.lengths, strict=True))
+
+    def _split(self, frame: Array) -> list[Array]:
+        if frame.shape[-1] != sum(self.dims):
+            raise ValueError(f"frame has {frame.shape[-1]} values; the terms add up to {sum(self.dims)}")
+        bounds = np.cumsum([0, *self.dims])
+        return [frame[:, a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+    def _flat(self, stacks: Sequence[Array]) -> Array:
+        return namespace(stacks[0]).concatenate([s.reshape(s.shape[0], -1) for s in stacks], -1)
+
+    def restart(self, frame: Array) -> Array:
+        """Every row starts over from ``frame`` ``[rows, dim]``; returns the stacked observation."""
+        self.stacks = self._filled(frame)
+        return self._flat(self.stacks)
+
+    def _filled(self, frame: Array) -> list[Array]:
+        xp = namespace(frame)
+        return [xp.concatenate([f[:, None]] * h, 1) for f, h in zip(self._split(frame), self.lengths, strict=True)]
+
+    def peek(self, frame: Array) -> Array:
+        """The stacked observation with ``frame`` as the newest, without keeping it (``final_obs``)."""
+        return self._flat(self._appended(frame))
+
+    def _appended(self, frame: Array) -> list[Array]:
+        xp = namespace(frame)
+        return [xp.concatenate([s[:, 1:], f[:, None]], 1) for s, f in zip(self.stacks, self._split(frame), strict=True)]
+
+    def push(self, frame: Array, restart: Array | None = None) -> Array:
+        """Append ``frame``; rows where ``restart`` (bool ``[rows]``) is true start over from it."""
+        stacks = self._appended(frame)
+        if restart is not None:
+            where = namespace(frame).where
+            stacks = [where(restart[:, None, None], n, s) for n, s in zip(self._filled(frame), stacks, strict=True)]
+        self.stacks = stacks
+        return self._flat(stacks)

@@ -1,0 +1,262 @@
+"""Simulator backends and the task registry (``ctrl_rl.sims``).
+
+``make_env(sim, task, num_envs, ...)`` turns a task id into a :class:`~ctrl_rl.env.VecEnv`.
+Each backend is one entry of :data:`SIMS`: a factory plus the task ids it lists. Backends
+import their simulator inside the factory, so importing this package costs nothing for
+simulators that are not used (gymnasium, later MuJoCo / Isaac Lab). A new backend calls
+:func:`register_sim` the same way the two below do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ctrl_rl.env import VecEnv
+
+__all__ = ["SIMS", "SimBackend", "check_task", "list_tasks", "make_env", "register_sim"]
+
+
+@dataclass(frozen=True)
+class SimBackend:
+    """How to build a backend's envs and which task ids it advertises."""
+
+    make: Callable[..., VecEnv]
+    """``make(task, num_envs, device, seed, **task_kwargs)``; raises ``ValueError`` for an
+    unknown task."""
+    tasks: Callable[[], list[str]]
+    """Task ids for ``list_tasks`` and error messages (a backend may accept more)."""
+    renders: bool = False
+    """Whether its envs implement ``render_frame`` (``ctrl-rl play --video``)."""
+    closed: bool = False
+    """Whether ``tasks`` lists every id the backend accepts (so a config can be checked without an env)."""
+    physics: tuple[str, ...] = ()
+    """Physics options its ``make`` takes as ``physics={...}`` (``sim.<key>`` in the config)."""
+
+
+SIMS: dict[str, SimBackend] = {}
+"""Sim backend name -> :class:`SimBackend`."""
+
+
+def register_sim(name: str, make: Callable[..., VecEnv], tasks: Callable[[], list[str]], renders: bool = False,
+                 closed: bool = False, physics: tuple[str, ...] = ()) -> None:
+    """Add (or replace) a backend under ``name``; ``renders``: its envs implement ``render_frame``;
+    ``closed``: ``tasks`` is exhaustive; ``physics``: the physics options ``make`` accepts."""
+    SIMS[name] = SimBackend(make=make, tasks=tasks, renders=renders, closed=closed, physics=physics)
+
+
+def check_task(sim: str, task: str) -> None:
+    """``ValueError`` naming the choices when a backend with an exhaustive task list lacks ``task``."""
+    backend = _backend(sim)
+    if backend.closed and task not in backend.tasks():
+        elsewhere = [name for name, b in SIMS.items() if b.closed and name != sim and task in b.tasks()]
+        hint = f" ('{task}' is a task of sim={' and sim='.join(elsewhere)})" if elsewhere else ""
+        raise ValueError(f"unknown task {task!r} for sim {sim!r}; choose one of: {', '.join(backend.tasks())}{hint}")
+
+
+def _backend(sim: str) -> SimBackend:
+    if sim not in SIMS:
+        raise ValueError(f"unknown sim {sim!r}; choose one of: {', '.join(sorted(SIMS))}")
+    return SIMS[sim]
+
+
+def make_env(
+    sim: str,
+    task: str,
+    num_envs: int,
+    device: str | torch.device = "cpu",
+    seed: int | None = None,
+    physics: dict[str, object] | None = None,
+    **task_kwargs: object,
+) -> VecEnv:
+    """Build ``num_envs`` copies of ``task`` on backend ``sim``, already reset with ``seed``.
+
+    ``task_kwargs`` go to the task (e.g. ``max_episode_length=100`` or pendulum's ``g``), except
+    ``history_length`` and ``term_history``: observation history, for every backend
+    (``ctrl_rl.sims.history``). ``physics``: the backend's physics options (mjwarp:
+    ``deterministic``, ``nconmax``, ``njmax``).
+    """
+    backend = _backend(sim)
+    if int(num_envs) < 1:
+        raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    unknown = sorted(set(physics or {}) - set(backend.physics))
+    if unknown:
+        raise ValueError(f"sim {sim!r} takes no physics option {unknown[0]!r}"
+                         + (f"; it takes: {', '.join(backend.physics)}" if backend.physics else ""))
+    history = {k: task_kwargs.pop(k) for k in ("history_length", "term_history") if k in task_kwargs}
+    if physics:
+        task_kwargs["physics"] = physics
+    env = backend.make(task, int(num_envs), device, seed, **task_kwargs)
+    if not history:
+        return env
+    from .history import with_history
+
+    return with_history(env, **history)  # type: ignore[arg-type]
+
+
+def list_tasks(sim: str | None = None) -> dict[str, list[str]]:
+    """Sim backend name -> its listed task ids (all backends, or just ``sim``)."""
+    if sim is not None:
+        return {sim: _backend(sim).tasks()}
+    return {name: SIMS[name].tasks() for name in sorted(SIMS)}
+
+
+# ---- built-in backends ------------------------------------------------------------------
+def task_parameters(sim: str, task: str, kwargs: dict[str, Any]) -> list[tuple[str, object, str]] | None:
+    """``(name, value, description)`` of every parameter ``task`` declares on ``sim`` (``task.kwargs``),
+    with the values ``kwargs`` give them; a wrong name is refused with the declared ones listed.
+    None for backends whose tasks take parameters this package does not declare (gymnasium,
+    Isaac Lab, mjlab, Isaac Gym: their kwargs go to the simulator's own config)."""
+    import dataclasses
+    import inspect
+
+    from ctrl_rl.utils.docs import field_docs
+
+    if sim in ("mujoco", "mjwarp"):
+        from ctrl_rl.robots import tasks
+
+        entry = tasks().get(task)
+        if entry is None:
+            return None
+        cls = entry.config
+        cfg, docs = entry.make_config(**kwargs), field_docs(cls)
+        return [(f.name, getattr(cfg, f.name), docs.get(f.name, "")) for f in dataclasses.fields(cls)]
+    if sim == "torch":
+        from .torch_envs import TASKS as TORCH_TASKS
+
+        if task not in TORCH_TASKS:
+            return None
+        env_cls = TORCH_TASKS[task]
+        params = {n: p for n, p in inspect.signature(env_cls.__init__).parameters.items()
+                  if p.kind is p.KEYWORD_ONLY or n == "max_episode_length"}
+        unknown = sorted(set(kwargs) - set(params))
+        if unknown:
+            raise ValueError(f"task {task!r} has no parameter {unknown[0]!r} (task.kwargs); valid: {', '.join(params)}")
+        return [(n, kwargs.get(n, env_cls.max_episode_length if n == "max_episode_length" and p.default is None
+                                else p.default), f"({p.annotation})" if n != "max_episode_length"
+                 else "episode length in steps (null: the task's)") for n, p in params.items()]
+    return None
+
+
+def _torch_tasks() -> list[str]:
+    from .torch_envs import TASKS
+
+    return sorted(TASKS)
+
+
+def _make_torch(
+    task: str, num_envs: int, device: str | torch.device, seed: int | None, **kw: object
+) -> VecEnv:
+    from .torch_envs import TASKS
+
+    if task not in TASKS:
+        raise ValueError(
+            f"unknown task {task!r} for sim 'torch'; choose one of: {', '.join(sorted(TASKS))}"
+        )
+    import inspect
+
+    params = inspect.signature(TASKS[task].__init__).parameters
+    valid = [n for n, p in params.items() if p.kind is p.KEYWORD_ONLY or n == "max_episode_length"]
+    unknown = [k for k in kw if k not in params or k in ("self", "num_envs", "device", "seed")]
+    if unknown:
+        raise ValueError(f"task {task!r} has no parameter {unknown[0]!r} (task.kwargs); "
+                         f"valid: {', '.join(valid) or 'none'}")
+    return TASKS[task](num_envs, device, seed, **kw)
+
+
+GYMNASIUM_TASKS = ["MountainCarContinuous-v0", "Pendulum-v1",
+                   "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5"]
+"""Continuous-control ids listed for ``"gymnasium"`` (classic control, then the MuJoCo suite,
+which needs ``gymnasium[mujoco]``: its ``imageio``); any registered Box-action id is accepted."""
+
+
+def _gymnasium_tasks() -> list[str]:
+    return list(GYMNASIUM_TASKS)
+
+
+def _make_gymnasium(
+    task: str, num_envs: int, device: str | torch.device, seed: int | None, **kw: object
+) -> VecEnv:
+    from .gymnasium_env import GymnasiumVecEnv  # imports gymnasium only when used
+
+    return GymnasiumVecEnv(task, num_envs, device, seed, **kw)
+
+
+def _mujoco_tasks() -> list[str]:
+    from ctrl_rl.robots import tasks
+
+    return sorted(tasks())
+
+
+def _make_mujoco(task: str, num_envs: int, device: str | torch.device, seed: int | None, **kw: object) -> VecEnv:
+    from .mujoco_cpu import CpuPhysics
+    from .mujoco_env import make_mujoco_env
+
+    if torch.device(device).type != "cpu":
+        raise ValueError("sim 'mujoco' steps on CPU threads; use device=cpu, or sim=mjwarp for the GPU")
+    return make_mujoco_env(lambda m, n, d: CpuPhysics(m, n), task, num_envs, device, seed, **kw)
+
+
+def _make_mjwarp(task: str, num_envs: int, device: str | torch.device, seed: int | None,
+                 physics: dict[str, Any] | None = None, **kw: object) -> VecEnv:
+    from .mujoco_env import make_mujoco_env
+    from .mujoco_warp import WarpPhysics, warp_device
+
+    warp_device(torch.device(device))  # cpu or cuda, else a clear error before building anything
+    options = dict(physics or {})
+    return make_mujoco_env(lambda m, n, d: WarpPhysics(m, n, d, **options), task, num_envs, device, seed, **kw)
+
+
+register_sim("torch", _make_torch, _torch_tasks, closed=True)
+register_sim("mujoco", _make_mujoco, _mujoco_tasks, renders=True, closed=True)
+register_sim("mjwarp", _make_mjwarp, _mujoco_tasks, renders=True, closed=True,
+             physics=("deterministic", "nconmax", "njmax"))
+register_sim("gymnasium", _make_gymnasium, _gymnasium_tasks)
+
+
+# ---- Isaac Lab's RL API: Isaac Lab itself, and mjlab (the same API on MuJoCo Warp) -------------
+def _make_isaaclab(task: str, num_envs: int, device: str | torch.device, seed: int | None, **kw: object) -> VecEnv:
+    from .isaaclab import make_isaaclab_env  # imports Isaac Lab only when used
+
+    return make_isaaclab_env(task, num_envs, device, seed, **kw)
+
+
+def _make_mjlab(task: str, num_envs: int, device: str | torch.device, seed: int | None, **kw: object) -> VecEnv:
+    from .isaaclab import make_mjlab_env  # imports mjlab only when used (it lives in .venv-mjlab)
+
+    return make_mjlab_env(task, num_envs, device, seed, **kw)
+
+
+def _isaaclab_tasks() -> list[str]:
+    from .isaaclab import ISAACLAB_TASKS
+
+    return list(ISAACLAB_TASKS)
+
+
+def _mjlab_tasks() -> list[str]:
+    from .isaaclab import MJLAB_TASKS
+
+    return list(MJLAB_TASKS)
+
+
+register_sim("isaaclab", _make_isaaclab, _isaaclab_tasks)
+register_sim("mjlab", _make_mjlab, _mjlab_tasks)
+
+
+# ---- Isaac Gym (legacy): legged_gym-style tasks ------------------------------------------------
+def _make_isaacgym(task: str, num_envs: int, device: str | torch.device, seed: int | None, **kw: object) -> VecEnv:
+    from .isaacgym import make_env  # imports legged_gym (and so isaacgym) only for its own tasks
+
+    return make_env(task, num_envs, device, seed, **kw)
+
+
+def _isaacgym_tasks() -> list[str]:
+    from .isaacgym import _TASKS, LEGGED_GYM_TASKS
+
+    return [*_TASKS, *LEGGED_GYM_TASKS]
+
+
+register_sim("isaacgym", _make_isaacgym, _isaacgym_tasks)

@@ -1,0 +1,102 @@
+"""The package's import graph against the layering of docs/architecture.md ("Layers").
+
+Every ``import ctrl_rl...`` in ``src/ctrl_rl`` (at module level or inside a function: both run) is
+read with ``ast``; each module belongs to the layer of its folder (the modules directly in
+``src/ctrl_rl`` are ``core``; ``__main__`` is the CLI, so ``app``). An import into a layer that
+the table does not allow fails, and so does a table with a cycle or a folder it does not place.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "src" / "ctrl_rl"
+DOC = ROOT / "docs" / "architecture.md"
+
+
+def allowed_imports() -> dict[str, set[str]]:
+    """``layer: may import these`` from the ```layers block of the design page."""
+    block = re.search(r"```layers\n(.*?)```", DOC.read_text(), re.S)
+    assert block, "docs/architecture.md lost its ```layers block"
+    table = {}
+    for line in block.group(1).splitlines():
+        if line.strip():
+            layer, _, below = line.partition(":")
+            table[layer.strip()] = set(below.split("#")[0].split())
+    return table
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) == 1 or parts[1] == "__main__":
+        return "app" if parts[-1] == "__main__" else "core"
+    return parts[1] if (PACKAGE / parts[1]).is_dir() else "core"
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    return ".".join(rel.parts).removesuffix(".__init__")
+
+
+def imports(path: Path, module: str | None = None) -> set[str]:
+    """The ``ctrl_rl`` modules ``path`` (module ``module``, default: its place) imports, relative
+    imports resolved."""
+    here = (module or module_name(path)).split(".")
+    package = here if path.name == "__init__.py" else here[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            found.add(".".join([*base, node.module] if node.module else base))
+    return {m for m in found if m == "ctrl_rl" or m.startswith("ctrl_rl.")}
+
+
+def import_edges() -> list[tuple[str, str, str]]:
+    """``(from layer, to layer, where)`` for every import that crosses layers."""
+    edges = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        src = layer_of(module_name(path))
+        for target in imports(path):
+            dst = layer_of(target)
+            if dst != src:
+                edges.append((src, dst, f"{path.relative_to(ROOT)} imports {target}"))
+    return edges
+
+
+def test_the_layer_table_is_acyclic_and_places_every_folder():
+    table = allowed_imports()
+    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders | {"core"} <= set(table), f"place {sorted(folders - set(table))} in docs/architecture.md's layers"
+    assert all(set(v) <= set(table) for v in table.values()), table
+    done: set[str] = set()
+
+    def visit(layer: str, path: tuple[str, ...]) -> None:
+        assert layer not in path, f"the layers form a cycle: {' -> '.join((*path, layer))}"
+        if layer not in done:
+            for lower in table[layer]:
+                visit(lower, (*path, layer))
+            done.add(layer)
+
+    for layer in table:
+        visit(layer, ())
+
+
+def test_every_import_follows_the_layers():
+    table = allowed_imports()
+    wrong = [where for src, dst, where in import_edges() if dst not in table[src]]
+    assert not wrong, "imports against docs/architecture.md's layers:\n" + "\n".join(wrong)
+
+
+def test_the_checker_sees_a_violation(tmp_path):
+    """A learner importing a runner or the application, inside a function or relatively, is caught."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("def f():\n    from ctrl_rl.runners import make_runner\n    from ..app import session\n")
+    found = imports(probe, "ctrl_rl.algos.probe")
+    assert found == {"ctrl_rl.runners", "ctrl_rl.app"}, found
+    table = allowed_imports()
+    assert [layer_of(m) for m in sorted(found) if layer_of(m) not in table["algos"]] == ["app", "runners"]

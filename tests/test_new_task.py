@@ -1,0 +1,124 @@
+"""One way in per task and robot: a robot (an MJCF and its YAML) and a task on it, both from this
+file alone, become ``task=<id>`` after one ``register_task`` call, and train, evaluate and export
+through the CLI like a shipped task; no file in ``configs/`` or ``robots/`` is involved."""
+
+from __future__ import annotations
+
+import json
+
+import onnx
+import pytest
+
+pytest.importorskip("mujoco")
+
+TOY_MJCF = """
+<mujoco model="toy_quad">
+  <option timestep="0.005" integrator="implicitfast"/>
+  <default>
+    <geom contype="0" conaffinity="0" density="400"/>
+    <joint damping="0.05" armature="0.01" axis="0 1 0" range="-1.5 1.5"/>
+  </default>
+  <worldbody>
+    <geom name="floor" type="plane" size="0 0 0.05" contype="1" conaffinity="1"/>
+    <body name="trunk" pos="0 0 0.25">
+      <freejoint name="root"/>
+      <geom type="box" size="0.15 0.08 0.03" contype="1" conaffinity="1"/>
+      <body name="FR" pos="0.12 -0.08 0"><joint name="FR_hip"/>
+          <geom type="capsule" fromto="0 0 0 0 0 -0.1" size="0.015"/>
+        <body pos="0 0 -0.1"><joint name="FR_knee"/>
+          <geom type="capsule" fromto="0 0 0 0 0 -0.1" size="0.012"/>
+          <geom name="FR_foot" type="sphere" pos="0 0 -0.1" size="0.02" contype="1" conaffinity="1"/></body></body>
+      <body name="FL" pos="0.12 0.08 0"><joint name="FL_hip"/>
+          <geom type="capsule" fromto="0 0 0 0 0 -0.1" size="0.015"/>
+        <body pos="0 0 -0.1"><joint name="FL_knee"/>
+          <geom type="capsule" fromto="0 0 0 0 0 -0.1" size="0.012"/>
+          <geom name="FL_foot" type="sphere" pos="0 0 -0.1" size="0.02" contype="1" conaffinity="1"/></body></body>
+      <body name="RR" pos="-0.12 -0.08 0"><joint name="RR_hip"/>
+          <geom type="capsule" fromto="0 0 0 0 0 -0.1" size="0.015"/>
+        <body pos="0 0 -0.1"><joint name="RR_knee"/>
+          <geom type="capsule" fromto="0 0 0 0 0 -0.1" size="0.012"/>
+          <geom name="RR_foot" type="sphere" pos="0 0 -0.1" size="0.02" contype="1" conaffinity="1"/></body></body>
+      <body name="RL" pos="-0.12 0.08 0"><joint name="RL_hip"/>
+          <geom type="capsule" fromto="0 0 0 0 0 -0.1" size="0.015"/>
+        <body pos="0 0 -0.1"><joint name="RL_knee"/>
+          <geom type="capsule" fromto="0 0 0 0 0 -0.1" size="0.012"/>
+          <geom name="RL_foot" type="sphere" pos="0 0 -0.1" size="0.02" contype="1" conaffinity="1"/></body></body>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+JOINTS = ["FR_hip", "FR_knee", "FL_hip", "FL_knee", "RR_hip", "RR_knee", "RL_hip", "RL_knee"]
+TOY_YAML = f"""
+name: toy_quad
+mjcf: toy_quad.xml
+base_body: trunk
+joint_names: {json.dumps(JOINTS)}
+default_pose: [0.3, -0.6, 0.3, -0.6, 0.3, -0.6, 0.3, -0.6]
+kp: [8.0]
+kd: [0.2]
+torque_limits: [5.0]
+action_scale: 0.25
+foot_geoms: [FR_foot, FL_foot, RR_foot, RL_foot]
+init_height: 0.21
+"""
+
+
+@pytest.fixture
+def toy_task(tmp_path):
+    """The robot folder and the one registration."""
+    from ctrl_rl.robots import _TASKS, register_task, tasks
+    from ctrl_rl.robots.locomotion import VelocityTask, VelocityTaskConfig
+
+    robot_dir = tmp_path / "toy_quad"
+    robot_dir.mkdir()
+    (robot_dir / "toy_quad.xml").write_text(TOY_MJCF)
+    (robot_dir / "toy_quad.yaml").write_text(TOY_YAML)
+    register_task("toy_quad_velocity_flat", config=VelocityTaskConfig, task=VelocityTask,
+                  defaults={"robot": str(robot_dir / "toy_quad.yaml"), "episode_length_s": 1.0},
+                  tune={"ppo": {"algo.actor_hidden": [32, 32], "algo.critic_hidden": [32, 32], "env.num_envs": 16}})
+    assert "toy_quad_velocity_flat" in tasks()
+    yield "toy_quad_velocity_flat"
+    _TASKS.pop("toy_quad_velocity_flat")
+
+
+@pytest.mark.slow
+def test_a_task_with_a_new_robot_trains_evaluates_and_exports_through_the_cli(toy_task, tmp_path, capsys):
+    from ctrl_rl.app.cli import main
+    from ctrl_rl.app.configure import load_train_config
+
+    cfg = load_train_config([f"task={toy_task}"])
+    assert cfg.sim.name == "mujoco"  # routed to the task's backend without a configs/task file
+    assert list(cfg.algo.actor_hidden) == [32, 32] and cfg.env.num_envs == 16  # its registered tuning
+    assert load_train_config([f"task={toy_task}", "env.num_envs=8"]).env.num_envs == 8  # the command line wins
+
+    logs = tmp_path / "logs"
+    main(["train", f"task={toy_task}", "env.num_envs=8", "algo.num_steps_per_env=16", "runner.max_iterations=2",
+          f"runner.log_root={logs}", "runner.progress=false"])
+    run = next((logs / "ppo" / toy_task).iterdir())
+    assert (run / "model_2.pt").is_file() and (run / "params" / "config.yaml").is_file()
+    capsys.readouterr()
+    main(["eval", str(run), "--episodes", "4"])
+    result = capsys.readouterr().out.strip().splitlines()[-1]
+    assert result.startswith("RESULT mean_return=") and "episodes=4" in result, result
+    main(["export", str(run)])
+    model = onnx.load(str(run / "exported" / "policy.onnx"))
+    meta = {p.key: p.value for p in model.metadata_props}
+    assert meta["task"] == toy_task and meta["robot"] == "toy_quad", meta
+    assert json.loads(meta["joint_names"]) == JOINTS
+
+
+def test_an_unknown_or_misrouted_task_names_the_registered_ones(toy_task):
+    from ctrl_rl.app.configure import load_train_config
+    from ctrl_rl.config import ConfigError
+    from ctrl_rl.sims import make_env
+
+    with pytest.raises(ValueError, match="unknown task 'toy_quad_velocity_flat' for sim 'torch'; choose one of: "):
+        make_env("torch", toy_task, 2)
+    with pytest.raises(ConfigError, match=r"unknown task 'toy_quad_velocity_flat' for sim 'torch'; choose one of: "
+                                          r"bimodal_bandit, .*pendulum.* \('toy_quad_velocity_flat' is a task of "
+                                          r"sim=mujoco and sim=mjwarp\)"):
+        load_train_config(["task=toy_quad_velocity_flat", "sim=torch"])  # refused when the config is built
+    with pytest.raises(ConfigError, match="unknown task 'toy_quad_velocity_flta' for sim 'mujoco'; choose one of: "
+                                          ".*quadruped_velocity_flat.*toy_quad_velocity_flat"):
+        load_train_config(["task=toy_quad_velocity_flta", "sim=mujoco"])
