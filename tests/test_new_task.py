@@ -11,6 +11,15 @@ import pytest
 
 pytest.importorskip("mujoco")
 
+LEG = """
+      <body name="{leg}" pos="{x} {y} 0"><joint name="{leg}_hip"/>
+        <geom type="capsule" fromto="0 0 0 0 0 -0.1" size="0.015"/>
+        <body pos="0 0 -0.1"><joint name="{leg}_knee"/>
+          <geom type="capsule" fromto="0 0 0 0 0 -0.1" size="0.012"/>
+          <geom name="{leg}_foot" type="sphere" pos="0 0 -0.1" size="0.02" contype="1" conaffinity="1"/>
+        </body>
+      </body>"""
+LEGS = {"FR": (0.12, -0.08), "FL": (0.12, 0.08), "RR": (-0.12, -0.08), "RL": (-0.12, 0.08)}
 TOY_MJCF = """
 <mujoco model="toy_quad">
   <option timestep="0.005" integrator="implicitfast"/>
@@ -22,27 +31,8 @@ TOY_MJCF = """
     <geom name="floor" type="plane" size="0 0 0.05" contype="1" conaffinity="1"/>
     <body name="trunk" pos="0 0 0.25">
       <freejoint name="root"/>
-      <geom type="box" size="0.15 0.08 0.03" contype="1" conaffinity="1"/>
-      <body name="FR" pos="0.12 -0.08 0"><joint name="FR_hip"/>
-          <geom type="capsule" fromto="0 0 0 0 0 -0.1" size="0.015"/>
-        <body pos="0 0 -0.1"><joint name="FR_knee"/>
-          <geom type="capsule" fromto="0 0 0 0 0 -0.1" size="0.012"/>
-          <geom name="FR_foot" type="sphere" pos="0 0 -0.1" size="0.02" contype="1" conaffinity="1"/></body></body>
-      <body name="FL" pos="0.12 0.08 0"><joint name="FL_hip"/>
-          <geom type="capsule" fromto="0 0 0 0 0 -0.1" size="0.015"/>
-        <body pos="0 0 -0.1"><joint name="FL_knee"/>
-          <geom type="capsule" fromto="0 0 0 0 0 -0.1" size="0.012"/>
-          <geom name="FL_foot" type="sphere" pos="0 0 -0.1" size="0.02" contype="1" conaffinity="1"/></body></body>
-      <body name="RR" pos="-0.12 -0.08 0"><joint name="RR_hip"/>
-          <geom type="capsule" fromto="0 0 0 0 0 -0.1" size="0.015"/>
-        <body pos="0 0 -0.1"><joint name="RR_knee"/>
-          <geom type="capsule" fromto="0 0 0 0 0 -0.1" size="0.012"/>
-          <geom name="RR_foot" type="sphere" pos="0 0 -0.1" size="0.02" contype="1" conaffinity="1"/></body></body>
-      <body name="RL" pos="-0.12 0.08 0"><joint name="RL_hip"/>
-          <geom type="capsule" fromto="0 0 0 0 0 -0.1" size="0.015"/>
-        <body pos="0 0 -0.1"><joint name="RL_knee"/>
-          <geom type="capsule" fromto="0 0 0 0 0 -0.1" size="0.012"/>
-          <geom name="RL_foot" type="sphere" pos="0 0 -0.1" size="0.02" contype="1" conaffinity="1"/></body></body>
+      <geom type="box" size="0.15 0.08 0.03" contype="1" conaffinity="1"/>""" + "".join(
+    LEG.format(leg=leg, x=x, y=y) for leg, (x, y) in LEGS.items()) + """
     </body>
   </worldbody>
 </mujoco>

@@ -11,10 +11,10 @@ import pytest
 import torch
 import yaml
 
-from ctrl_rl import cli
 from ctrl_rl.algos.heads import GaussianHead
 from ctrl_rl.algos.ppo import PPO
 from ctrl_rl.algos.registry import learners, register_learner
+from ctrl_rl.app import cli
 from ctrl_rl.app.configure import config_dir, load_train_config
 from ctrl_rl.config_onpolicy import PPOConfig
 from ctrl_rl.sims.torch_envs import register_task

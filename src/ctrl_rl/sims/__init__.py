@@ -86,7 +86,7 @@ def make_env(
     if unknown:
         raise ValueError(f"sim {sim!r} takes no physics option {unknown[0]!r}"
                          + (f"; it takes: {', '.join(backend.physics)}" if backend.physics else ""))
-    history = {k: task_kwargs.pop(k) for k in ("history_length", "term_history") if k in task_kwargs}
+    history = {k: task_kwargs.pop(k) for k in HISTORY_PARAMETERS if k in task_kwargs}
     if physics:
         task_kwargs["physics"] = physics
     env = backend.make(task, int(num_envs), device, seed, **task_kwargs)
@@ -105,6 +105,13 @@ def list_tasks(sim: str | None = None) -> dict[str, list[str]]:
 
 
 # ---- built-in backends ------------------------------------------------------------------
+HISTORY_PARAMETERS = {
+    "history_length": "frames of every term of a group, oldest first (an int: the policy group; or {group: frames})",
+    "term_history": "frames per policy term ({term: frames}); observation history on every backend",
+}
+"""``task.kwargs`` every task takes: observation history, applied by :func:`make_env` (``history.py``)."""
+
+
 def task_parameters(sim: str, task: str, kwargs: dict[str, Any]) -> list[tuple[str, object, str]] | None:
     """``(name, value, description)`` of every parameter ``task`` declares on ``sim`` (``task.kwargs``),
     with the values ``kwargs`` give them; a wrong name is refused with the declared ones listed.
@@ -115,6 +122,8 @@ def task_parameters(sim: str, task: str, kwargs: dict[str, Any]) -> list[tuple[s
 
     from ctrl_rl.utils.docs import field_docs
 
+    history = [(name, kwargs.get(name), doc) for name, doc in HISTORY_PARAMETERS.items()]
+    kwargs = {k: v for k, v in kwargs.items() if k not in HISTORY_PARAMETERS}
     if sim in ("mujoco", "mjwarp"):
         from ctrl_rl.robots import tasks
 
@@ -123,7 +132,7 @@ def task_parameters(sim: str, task: str, kwargs: dict[str, Any]) -> list[tuple[s
             return None
         cls = entry.config
         cfg, docs = entry.make_config(**kwargs), field_docs(cls)
-        return [(f.name, getattr(cfg, f.name), docs.get(f.name, "")) for f in dataclasses.fields(cls)]
+        return [(f.name, getattr(cfg, f.name), docs.get(f.name, "")) for f in dataclasses.fields(cls)] + history
     if sim == "torch":
         from .torch_envs import TASKS as TORCH_TASKS
 
@@ -137,7 +146,7 @@ def task_parameters(sim: str, task: str, kwargs: dict[str, Any]) -> list[tuple[s
             raise ValueError(f"task {task!r} has no parameter {unknown[0]!r} (task.kwargs); valid: {', '.join(params)}")
         return [(n, kwargs.get(n, env_cls.max_episode_length if n == "max_episode_length" and p.default is None
                                 else p.default), f"({p.annotation})" if n != "max_episode_length"
-                 else "episode length in steps (null: the task's)") for n, p in params.items()]
+                 else "episode length in steps (null: the task's)") for n, p in params.items()] + history
     return None
 
 
