@@ -11,47 +11,7 @@ import pytest
 
 pytest.importorskip("mujoco")
 
-LEG = """
-      <body name="{leg}" pos="{x} {y} 0"><joint name="{leg}_hip"/>
-        <geom type="capsule" fromto="0 0 0 0 0 -0.1" size="0.015"/>
-        <body pos="0 0 -0.1"><joint name="{leg}_knee"/>
-          <geom type="capsule" fromto="0 0 0 0 0 -0.1" size="0.012"/>
-          <geom name="{leg}_foot" type="sphere" pos="0 0 -0.1" size="0.02" contype="1" conaffinity="1"/>
-        </body>
-      </body>"""
-LEGS = {"FR": (0.12, -0.08), "FL": (0.12, 0.08), "RR": (-0.12, -0.08), "RL": (-0.12, 0.08)}
-TOY_MJCF = """
-<mujoco model="toy_quad">
-  <option timestep="0.005" integrator="implicitfast"/>
-  <default>
-    <geom contype="0" conaffinity="0" density="400"/>
-    <joint damping="0.05" armature="0.01" axis="0 1 0" range="-1.5 1.5"/>
-  </default>
-  <worldbody>
-    <geom name="floor" type="plane" size="0 0 0.05" contype="1" conaffinity="1"/>
-    <body name="trunk" pos="0 0 0.25">
-      <freejoint name="root"/>
-      <geom type="box" size="0.15 0.08 0.03" contype="1" conaffinity="1"/>""" + "".join(
-    LEG.format(leg=leg, x=x, y=y) for leg, (x, y) in LEGS.items()) + """
-    </body>
-  </worldbody>
-</mujoco>
-"""
-
-JOINTS = ["FR_hip", "FR_knee", "FL_hip", "FL_knee", "RR_hip", "RR_knee", "RL_hip", "RL_knee"]
-TOY_YAML = f"""
-name: toy_quad
-mjcf: toy_quad.xml
-base_body: trunk
-joint_names: {json.dumps(JOINTS)}
-default_pose: [0.3, -0.6, 0.3, -0.6, 0.3, -0.6, 0.3, -0.6]
-kp: [8.0]
-kd: [0.2]
-torque_limits: [5.0]
-action_scale: 0.25
-foot_geoms: [FR_foot, FL_foot, RR_foot, RL_foot]
-init_height: 0.21
-"""
+from toy_robot import JOINTS, write_toy_robot  # noqa: E402
 
 
 @pytest.fixture
@@ -60,12 +20,9 @@ def toy_task(tmp_path):
     from ctrl_rl.robots import _TASKS, register_task, tasks
     from ctrl_rl.robots.locomotion import VelocityTask, VelocityTaskConfig
 
-    robot_dir = tmp_path / "toy_quad"
-    robot_dir.mkdir()
-    (robot_dir / "toy_quad.xml").write_text(TOY_MJCF)
-    (robot_dir / "toy_quad.yaml").write_text(TOY_YAML)
+    robot_yaml = write_toy_robot(tmp_path / "toy_quad")
     register_task("toy_quad_velocity_flat", config=VelocityTaskConfig, task=VelocityTask,
-                  defaults={"robot": str(robot_dir / "toy_quad.yaml"), "episode_length_s": 1.0},
+                  defaults={"robot": str(robot_yaml), "episode_length_s": 1.0},
                   tune={"ppo": {"algo.actor_hidden": [32, 32], "algo.critic_hidden": [32, 32], "env.num_envs": 16}})
     assert "toy_quad_velocity_flat" in tasks()
     yield "toy_quad_velocity_flat"

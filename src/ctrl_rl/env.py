@@ -22,6 +22,11 @@ StepResult = tuple[Obs, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]
 """``(obs, reward[N] float32, terminated[N] bool, truncated[N] bool, info)``."""
 
 
+class SimulationError(RuntimeError):
+    """The simulation cannot be right (a physics buffer overflowed, the robot fell through the
+    ground): an error naming the fix, never a training run."""
+
+
 class RenderUnavailableError(RuntimeError):
     """:meth:`VecEnv.render_frame` cannot draw on this machine (no usable headless OpenGL).
 

@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> None:
         _die(f"unknown option '{unknown_flags[0]}' for '{args.command}'; see ctrl-rl {args.command} --help")
     from ctrl_rl import distributed
     from ctrl_rl.config import ConfigError
-    from ctrl_rl.env import RenderUnavailableError
+    from ctrl_rl.env import RenderUnavailableError, SimulationError
     from ctrl_rl.export.onnx_policy import ParityError
     from ctrl_rl.utils.files import describe_os_error
     from ctrl_rl.utils.guards import NonFiniteError
@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> None:
         _die(str(exc))
     except OSError as exc:  # a full disk, a read-only log root: the path and what the system said
         _die(describe_os_error(exc))
-    except (NonFiniteError, ParityError) as exc:
+    except (NonFiniteError, ParityError, SimulationError) as exc:
         _die(str(exc), code=3)
     except Interrupted as exc:
         run = f"; resume with --checkpoint {Path(exc.path).parent}" if exc.path else ""

@@ -11,156 +11,21 @@ logged as ``Reward/<name>`` (TensorBoard), so one sees which term drives the tot
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import Any
 
 import mujoco
 import numpy as np
 import torch
 
+from ctrl_rl.env import SimulationError
 from ctrl_rl.mirror import EnvMirror, SignedPerm, pair_points
 
 from . import register_task
 from .robot import RobotConfig, SensorLayout, build_model, joint_indices
 from .terms import TERM_MIRRORS, ObsTerm, compute_obs, projected_gravity
+from .velocity_config import DEFAULT_REWARDS, TRACKING_SIGMA, VelocityTaskConfig, policy_terms
 
-DEFAULT_REWARDS = {
-    "track_lin_vel_xy": 1.0, "track_ang_vel_z": 0.5, "lin_vel_z": -2.0, "ang_vel_xy": -0.05,
-    "orientation": -5.0, "torques": -2e-4, "joint_acc": -2.5e-7, "action_rate": -0.01,
-    "feet_air_time": 0.25, "joint_pos_limits": -10.0, "base_height": 0.0, "termination": 0.0,
-}
-"""legged_gym's Go1 weights, with Isaac Lab's flat-terrain orientation (-5) and air-time (0.25)
-weights (why: docs/experiments/quadruped_rewards.md)."""
-TRACKING_SIGMA = 0.25  # exp(-err^2 / sigma) tracking kernels, legged_gym's value
-
-
-@dataclass
-class VelocityTaskConfig:
-    """Task parameters (``task.kwargs.<name>=...`` on the command line)."""
-
-    reward_defaults: ClassVar[dict[str, float]] = DEFAULT_REWARDS
-    """The reward terms of this task and their default weights (a variant declares its own)."""
-
-    robot: str = "ctrl_quad"
-    """Shipped robot name or a robot YAML path (see robots/ctrl_quad.yaml)."""
-    episode_length_s: float = 20.0
-    """Episode time limit in seconds (truncation)."""
-    decimation: int = 4
-    """Physics steps per control step (5 ms physics -> 50 Hz control)."""
-    lin_vel_x: tuple[float, float] = (-1.0, 1.0)
-    """Forward velocity command range (m/s), sampled uniformly."""
-    lin_vel_y: tuple[float, float] = (-0.5, 0.5)
-    """Lateral velocity command range (m/s)."""
-    ang_vel_yaw: tuple[float, float] = (-1.0, 1.0)
-    """Yaw rate command range (rad/s)."""
-    standing_fraction: float = 0.1
-    """Fraction of commands that are exactly zero (learn to stand still)."""
-    fixed_command: tuple[float, float, float] | None = None
-    """Evaluation: every env gets this (vx, vy, yaw rate) command for the whole episode."""
-    command_resample_s: float = 10.0
-    """Commands are drawn at each reset and again every this many seconds (0: per episode)."""
-    clip_actions: float = 10.0
-    """Actions are clipped to +-this before scaling (exported with the policy)."""
-    friction: tuple[float, float] = (0.5, 1.25)
-    """Per-env ground friction coefficient range (randomization; equal bounds: fixed)."""
-    added_base_mass: tuple[float, float] = (-1.0, 2.0)
-    """Per-env mass added to the base (kg)."""
-    kp_scale: tuple[float, float] = (0.9, 1.1)
-    """Per-env multiplier of the PD stiffness."""
-    kd_scale: tuple[float, float] = (0.9, 1.1)
-    """Per-env multiplier of the PD damping."""
-    motor_strength: tuple[float, float] = (0.9, 1.1)
-    """Per-env multiplier of the motors' output (stiffness and damping together)."""
-    push_interval_s: float = 8.0
-    """Every this many seconds of an episode the base gets a random velocity kick (0: off)."""
-    push_velocity: float = 0.5
-    """Maximum xy velocity change of a push (m/s)."""
-    max_action_delay: int = 1
-    """Per-env action latency drawn from 0..this many control steps at each reset."""
-    obs_noise: float = 1.0
-    """Multiplier of the per-term observation noise levels (0: no noise)."""
-    init_joint_noise: float = 0.1
-    """Reset joint angles: default pose +- this (rad)."""
-    init_base_vel: float = 0.3
-    """Reset base linear/angular velocity: uniform +- this."""
-    max_tilt_deg: float = 60.0
-    """Terminate when the base tilts more than this from upright."""
-    privileged_critic: bool = True
-    """Give the critic base velocity, height and foot contacts (asymmetric actor-critic)."""
-    only_positive_rewards: bool = True
-    """Clip each step's total reward at zero (legged_gym): early falls cannot pay."""
-    rewards: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_REWARDS))
-    """Reward term -> weight per second (0 disables a term)."""
-    policy_terms: tuple[str, ...] | None = None
-    """The actor's observation terms, a subset of the default six in their order (None: all six). E.g.
-    without ``base_ang_vel``: a proprioceptive policy that needs memory (a history or a recurrent core)."""
-    solver_iterations: int = 10
-    """Newton solver iterations per physics step at most (MuJoCo's ``<option iterations>``, replacing
-    the MJCF's). ctrl_quad needs 2.7 on average (p99 6), the humanoid 2.3; the solver stops at
-    convergence, so the cap only bounds the rare hard step. On a GPU every world waits for the
-    slowest, so the MJCF default of 100 is what a batched step can cost (mjlab: 10)."""
-    ls_iterations: int = 20
-    """Line-search iterations per solver iteration at most (``<option ls_iterations>``; mjlab: 20)."""
-    solver_tolerance: float = 1e-8
-    """Solver stops when the relative cost improvement is below this (``<option tolerance>``)."""
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.type == "tuple[float, float]" and (len(value) != 2 or float(value[0]) > float(value[1])):
-                raise ValueError(f"task.kwargs.{f.name} must be [low, high] with low <= high, got {list(value)}")
-        if self.fixed_command is not None and len(self.fixed_command) != 3:
-            raise ValueError(f"task.kwargs.fixed_command must be [vx, vy, yaw_rate], got {list(self.fixed_command)}")
-        if self.policy_terms is not None:
-            names = [t.name for t in policy_terms(0.0)]
-            unknown = [n for n in self.policy_terms if n not in names]
-            if unknown or not self.policy_terms:
-                raise ValueError(f"task.kwargs.policy_terms must name some of {names}, got {list(self.policy_terms)}")
-        if self.decimation < 1 or self.episode_length_s <= 0:
-            raise ValueError("task.kwargs.decimation must be >= 1 and episode_length_s > 0")
-        if self.solver_iterations < 1 or self.ls_iterations < 1 or not self.solver_tolerance >= 0:
-            raise ValueError("task.kwargs.solver_iterations and ls_iterations must be >= 1 and solver_tolerance "
-                             f">= 0 (e.g. 10, 20, 1e-8), got {self.solver_iterations}, {self.ls_iterations}, "
-                             f"{self.solver_tolerance}")
-
-    def apply_solver(self, model: mujoco.MjModel) -> mujoco.MjModel:
-        """Set the solver budget of the compiled ``model`` (every backend steps this model)."""
-        model.opt.iterations = int(self.solver_iterations)
-        model.opt.ls_iterations = int(self.ls_iterations)
-        model.opt.tolerance = float(self.solver_tolerance)
-        return model
-
-    @classmethod
-    def from_kwargs(cls, **kwargs: Any) -> VelocityTaskConfig:
-        valid = {f.name for f in fields(cls)}
-        for key in kwargs:
-            if key not in valid:
-                raise ValueError(f"this task has no parameter {key!r} (task.kwargs); "
-                                 f"valid: {', '.join(sorted(valid))}")
-        kw = dict(kwargs)
-        if "rewards" in kw:
-            defaults = cls.reward_defaults
-            unknown = set(kw["rewards"]) - set(defaults)
-            if unknown:
-                raise ValueError(f"unknown reward term(s) {sorted(unknown)}; terms: {', '.join(defaults)}")
-            kw["rewards"] = {**defaults, **{k: float(v) for k, v in kw["rewards"].items()}}
-        for key, value in kw.items():
-            if isinstance(value, list):
-                kw[key] = tuple(value)
-        return cls(**kw)
-
-
-def policy_terms(noise: float) -> tuple[ObsTerm, ...]:
-    """The actor's observation: all measurable on the robot (legged_gym scales and noise)."""
-    return (
-        ObsTerm("base_ang_vel", 3, scale=0.25, clip=100.0, noise=0.2 * noise),
-        ObsTerm("projected_gravity", 3, clip=100.0, noise=0.05 * noise),
-        ObsTerm("velocity_commands", 3, scale=(2.0, 2.0, 0.25), clip=100.0),
-        ObsTerm("joint_pos_rel", 0, clip=100.0, noise=0.01 * noise),
-        ObsTerm("joint_vel", 0, scale=0.05, clip=100.0, noise=1.5 * noise),
-        ObsTerm("last_action", 0, clip=100.0),
-    )
-
+__all__ = ["DEFAULT_REWARDS", "TRACKING_SIGMA", "VelocityTask", "VelocityTaskConfig", "policy_terms"]
 
 class VelocityTask:
     """Quadruped velocity tracking: commands, rewards, terminations, randomization."""
@@ -224,6 +89,7 @@ class VelocityTask:
         self.metrics: dict[str, torch.Tensor] = {}
         """Per-env measures of the last step (``info["metrics"]``)."""
         self._nominal: dict[str, torch.Tensor] = {}
+        self._steps_evaluated, self._below_ground = 0, torch.zeros((), dtype=torch.bool, device=device)
 
     @classmethod
     def build_model(cls, cfg: VelocityTaskConfig, robot: RobotConfig) -> tuple[mujoco.MjModel, SensorLayout]:
@@ -337,6 +203,7 @@ class VelocityTask:
                  gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, dict]:
         """Reward, termination and logs after a control step; updates the task's buffers."""
         s = self.signals(physics)
+        self._check_above_ground(s)
         c = self.cfg
         g = projected_gravity(s)
         terminated = self.failed(s, g)
@@ -364,6 +231,17 @@ class VelocityTask:
                         "forward_velocity": v[:, 0]}  # base frame, m/s
         log.update({f"Metrics/{k}": m.mean() for k, m in self.metrics.items()})
         return reward, terminated, log
+
+    def _check_above_ground(self, s: dict[str, torch.Tensor]) -> None:
+        """A base 0.5 m below the ground fell through the world (no floor, or no collision with it):
+        raised within 50 control steps (one host read each time on a GPU), never trained on."""
+        below = (s["base_height"][:, 0] < -0.5).any()
+        self._below_ground = below if self._steps_evaluated == 0 else self._below_ground | below
+        self._steps_evaluated += 1
+        if self._steps_evaluated % 50 == 0 and bool(self._below_ground):
+            raise SimulationError(f"robot {self.robot.name}: the base is 0.5 m below the ground: it fell through "
+                                  "the world. Give its feet (and base) collisions with the floor: contype/conaffinity "
+                                  "in the MJCF")
 
     def failed(self, s: dict[str, torch.Tensor], g: torch.Tensor) -> torch.Tensor:
         """Terminations: the base touches the ground or tilts past ``max_tilt_deg``."""

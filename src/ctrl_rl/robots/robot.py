@@ -19,14 +19,17 @@ estimator delivers too — on every backend alike.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 import mujoco
 import numpy as np
 import yaml
+
+log = logging.getLogger(__name__)
 
 ROBOTS_DIR = Path(__file__).resolve().parent
 
@@ -58,8 +61,10 @@ class RobotConfig:
     """Geoms whose contacts count as foot contacts (air time, contact observations)."""
     imu_site: str | None = None
     """Site of the IMU on the base; ``None`` puts one at the base body's origin."""
-    init_height: float = 0.3
-    """Base height (m) of the default pose standing on flat ground: where resets place it."""
+    init_height: float | None = None
+    """Base height (m) of the default pose standing on flat ground: where resets place it. Not
+    given: derived from the model, the default pose's lowest foot (or, without feet, lowest
+    colliding geom) on the ground (:func:`standing_height`)."""
     mirror: tuple[tuple[str, str, int], ...] = ()
     """Left/right mirror of the joints, for symmetry augmentation: ``(a, b, s)`` means
     mirror(a) = s·b and mirror(b) = s·a; a centre joint maps to itself (``(waist, waist, -1)``).
@@ -126,7 +131,11 @@ class RobotConfig:
             values[key] = per_joint(key)
         values["mirror"] = _parse_mirror(path, raw.get("mirror") or [], values["joint_names"])
         values["source"] = str(path.resolve())
-        return cls(**values)
+        robot = cls(**values)
+        if robot.init_height is None and robot.mjcf_path().is_file():  # the default pose's feet on the ground
+            model = mujoco.MjModel.from_xml_path(str(robot.mjcf_path()))
+            robot = replace(robot, init_height=standing_height(model, robot))
+        return robot
 
 
 def _parse_mirror(path: Path, entries: Any, joints: tuple[str, ...]) -> tuple[tuple[str, str, int], ...]:
@@ -206,6 +215,7 @@ def build_model(robot: RobotConfig, scene: Callable[[mujoco.MjSpec], None] | Non
     spec = mujoco.MjSpec.from_file(str(path))
     if scene is not None:
         scene(spec)
+    add_floor_if_missing(spec, robot.name)
     joints = {j.name for j in spec.joints}
     missing = [j for j in robot.joint_names if j not in joints]
     if missing:
@@ -269,3 +279,65 @@ def joint_indices(model: mujoco.MjModel, robot: RobotConfig) -> tuple[np.ndarray
     """``qpos`` and ``qvel`` addresses of the robot's joints, in the config's order."""
     ids = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, j) for j in robot.joint_names]
     return np.array([model.jnt_qposadr[i] for i in ids]), np.array([model.jnt_dofadr[i] for i in ids])
+
+
+def set_physics(model: mujoco.MjModel, physics_dt: float, decimation: int, iterations: int, ls_iterations: int,
+                tolerance: float, robot: str = "") -> None:
+    """The task's physics step and solver budget on ``model``. A robot MJCF carries a timestep of its
+    own (MuJoCo's 0.002 s when it names none): a different one is replaced, and said, because the
+    control rate (``physics_dt * decimation``) must not depend on which MJCF was loaded."""
+    if abs(model.opt.timestep - physics_dt) > 1e-12:
+        log.warning("robot %s: the MJCF's timestep %g s is replaced by task.kwargs.physics_dt=%g s (control %g Hz "
+                    "= 1 / (physics_dt x decimation %d)); set task.kwargs.physics_dt to keep the MJCF's",
+                    robot or "?", model.opt.timestep, physics_dt, 1.0 / (physics_dt * decimation), decimation)
+    model.opt.timestep = float(physics_dt)
+    model.opt.iterations = int(iterations)
+    model.opt.ls_iterations = int(ls_iterations)
+    model.opt.tolerance = float(tolerance)
+
+
+GROUND_TYPES = (mujoco.mjtGeom.mjGEOM_PLANE, mujoco.mjtGeom.mjGEOM_HFIELD)
+
+
+def add_floor_if_missing(spec: mujoco.MjSpec, robot: str) -> bool:
+    """A ground plane where the MJCF has none (Menagerie's and mjlab's robot files carry no floor):
+    without one the robot falls through the world. Returns whether one was added."""
+    if any(g.type in GROUND_TYPES for g in spec.worldbody.geoms):
+        return False
+    spec.worldbody.add_geom(name="ctrl_rl_floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05],
+                            contype=1, conaffinity=1)
+    log.info("robot %s: its MJCF has no ground; added a floor plane at z=0", robot)
+    return True
+
+
+def standing_height(model: mujoco.MjModel, robot: RobotConfig) -> float:
+    """Base height (m) at which the default pose touches flat ground at z=0: the lowest point of the
+    feet (every colliding geom of the robot when it declares none), base upright at the origin."""
+    data = mujoco.MjData(model)
+    base = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, robot.base_body)
+    qpos_adr, _ = joint_indices(model, robot)
+    free = model.body_jntadr[base]
+    data.qpos[model.jnt_qposadr[free]:model.jnt_qposadr[free] + 7] = [0, 0, 0, 1, 0, 0, 0]
+    data.qpos[qpos_adr] = robot.default_pose
+    mujoco.mj_kinematics(model, data)
+    if robot.foot_geoms:
+        geoms = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, g) for g in robot.foot_geoms]
+    else:
+        geoms = [g for g in range(model.ngeom)
+                 if model.geom_bodyid[g] != 0 and model.geom_contype[g] | model.geom_conaffinity[g]]
+    lowest = min(_lowest_point(model, data, g) for g in geoms)
+    return float(-lowest)
+
+
+def _lowest_point(model: mujoco.MjModel, data: mujoco.MjData, g: int) -> float:
+    """World z of the lowest point of geom ``g`` (exact for spheres, capsules and boxes, its
+    bounding sphere otherwise)."""
+    z, kind, size = data.geom_xpos[g][2], model.geom_type[g], model.geom_size[g]
+    up = np.abs(data.geom_xmat[g].reshape(3, 3)[2])  # |z component| of the geom's local axes
+    if kind == mujoco.mjtGeom.mjGEOM_SPHERE:
+        return float(z - size[0])
+    if kind == mujoco.mjtGeom.mjGEOM_CAPSULE:
+        return float(z - up[2] * size[1] - size[0])
+    if kind == mujoco.mjtGeom.mjGEOM_BOX:
+        return float(z - up @ size)
+    return float(z - model.geom_rbound[g])

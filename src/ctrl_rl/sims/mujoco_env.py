@@ -196,7 +196,7 @@ class MjVecEnv(VecEnv):
 def make_mujoco_env(physics_factory: Any, task: str, num_envs: int, device: str | torch.device,
                     seed: int | None, **task_kwargs: Any) -> MjVecEnv:
     """Build a ``ctrl_rl.robots`` task on the physics ``physics_factory(model, num_envs, device)``;
-    the task config's ``apply_solver(model)`` sets the solver budget first."""
+    the task config's ``apply_physics(model)`` sets the physics step and solver budget first."""
     from ctrl_rl.robots import task_entry
     from ctrl_rl.robots.robot import load_robot
 
@@ -204,6 +204,6 @@ def make_mujoco_env(physics_factory: Any, task: str, num_envs: int, device: str 
     task_cls, cfg = entry.task, entry.make_config(**task_kwargs)
     robot = load_robot(cfg.robot)
     model, layout = task_cls.build_model(cfg, robot)
-    cfg.apply_solver(model)  # the task's solver budget, on every backend alike
+    cfg.apply_physics(model, robot.name)  # the task's physics step and solver budget, on every backend
     physics = physics_factory(model, num_envs, torch.device(device))
     return MjVecEnv(physics, task_cls(cfg, robot, model, layout, num_envs, physics.device), seed=seed)

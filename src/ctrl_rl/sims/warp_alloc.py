@@ -22,6 +22,8 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
+from ctrl_rl.env import SimulationError
+
 G = mujoco.mjtGeom
 PLANE_CONTACTS = {G.mjGEOM_SPHERE: 1, G.mjGEOM_CAPSULE: 2, G.mjGEOM_ELLIPSOID: 1, G.mjGEOM_CYLINDER: 4,
                   G.mjGEOM_BOX: 8, G.mjGEOM_MESH: 8}
@@ -152,5 +154,5 @@ def overflow_error(bits: list[int], nworld: int, nconmax: int, njmax: int) -> Ru
     return None
 
 
-class PhysicsOverflowError(RuntimeError):
+class PhysicsOverflowError(SimulationError):
     """A physics buffer overflowed: the simulation of those steps cannot be right."""
