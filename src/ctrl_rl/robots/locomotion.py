@@ -235,8 +235,7 @@ class VelocityTask:
     def _check_above_ground(self, s: dict[str, torch.Tensor]) -> None:
         """A base 0.5 m below the ground fell through the world (no floor, or no collision with it):
         raised within 50 control steps (one host read each time on a GPU), never trained on."""
-        below = (s["base_height"][:, 0] < -0.5).any()
-        self._below_ground = below if self._steps_evaluated == 0 else self._below_ground | below
+        self._below_ground |= (s["base_height"][:, 0] < -0.5).any()
         self._steps_evaluated += 1
         if self._steps_evaluated % 50 == 0 and bool(self._below_ground):
             raise SimulationError(f"robot {self.robot.name}: the base is 0.5 m below the ground: it fell through "
