@@ -10,14 +10,16 @@ Sections (``--sections``, in this order):
   ``algo.cudagraphs`` (also in full float32 and with bf16 autocast) beside rsl_rl as it ships and
   with TF32 on; each row a fresh process (``benchmarks/ppo_throughput.py``).
 * ``physics``: MuJoCo Warp ``physics.step`` and the whole ``VecEnv.step`` (observations, rewards,
-  resets, randomization, pushes) for ctrl_quad and the humanoid at each ``--worlds``, with the
-  tasks' solver budget (10 iterations, 20 line-search) and the model-sized ``nconmax``/``njmax``.
-  ctrl_quad at the first size also runs the settings before issue 41 (the MJCF's 100 / 50
-  iterations, ``deterministic`` on) and ``deterministic`` alone: what each costs.
+  resets, randomization, pushes), eager and with ``sim.cuda_graph``, for ctrl_quad and the humanoid
+  at each ``--worlds``, with the tasks' solver budget (10 iterations, 20 line-search) and the
+  model-sized ``nconmax``/``njmax``. With ``--before``, ctrl_quad at the first size also runs the
+  settings before issue 41 (the MJCF's 100 / 50 iterations, ``deterministic`` on) and
+  ``deterministic`` alone: what each costs.
 * ``alloc``: the chosen ``nconmax``/``njmax`` against the maxima measured while the robots flail
   (random actions 3x the policy's scale: falls included), with the solver's iterations.
-* ``ppo``: PPO on ``sim=mjwarp`` (the GPU preset ``tune=ppo_quadruped_velocity_flat_gpu``),
-  env-steps/s including the update, collection and update seconds per iteration.
+* ``ppo``: PPO on ``sim=mjwarp`` (the GPU preset ``tune=ppo_quadruped_velocity_flat_gpu``, and the
+  same with ``sim.cuda_graph=false``), env-steps/s including the update, collection and update
+  seconds per iteration.
 * ``walk``: that preset trained from scratch for as many iterations as ``--walk-seconds`` allows at
   the throughput ``ppo`` measured (or ``--walk-iterations``), once per ``--seeds``, each evaluated as
   ``benchmarks/quadruped_walk.py`` does (0.5 m/s forward command, pushes off, 64 episodes of 20 s):
@@ -164,11 +166,14 @@ def section_physics(args: argparse.Namespace) -> None:
     for key in args.tasks:
         task = TASKS[key]
         for n in args.worlds:
-            for what, physics_only in (("physics.step", True), ("VecEnv.step", False)):
-                sps = timed_row(f"{key} {what}", lambda n=n, p=physics_only, t=task: WarpRow(
-                    t, n, args.device, p, ep), sec, ep)
-                values[f"{key}_{'physics' if physics_only else 'vecenv'}_sps_{n}"] = sps
-            if key == "quad" and n == args.worlds[0] and not args.tiny:
+            for what, physics_only, opts, name in (("physics.step", True, {}, "physics"),
+                                                   ("VecEnv.step", False, {}, "vecenv"),
+                                                   ("VecEnv.step, sim.cuda_graph", False, {"cuda_graph": True},
+                                                    "vecenv_graph")):
+                sps = timed_row(f"{key} {what}", lambda n=n, p=physics_only, t=task, o=opts: WarpRow(
+                    t, n, args.device, p, ep, options=o), sec, ep)
+                values[f"{key}_{name}_sps_{n}"] = sps
+            if key == "quad" and n == args.worlds[0] and args.before:
                 for label, kw, opts in (("quad physics.step, before: MJCF 100/50 iterations + deterministic",
                                          OLD, {"deterministic": True}),
                                         ("quad physics.step, deterministic", {}, {"deterministic": True})):
@@ -213,31 +218,45 @@ def preset(args: argparse.Namespace) -> list[str]:
     return out + (["env.num_envs=16", "algo.num_steps_per_env=8", "algo.cudagraphs=false"] if args.tiny else [])
 
 
-def section_ppo(args: argparse.Namespace) -> None:
+def ppo_row(args: argparse.Namespace, extra: list[str]) -> dict[str, float]:
+    """One fresh runner of the preset: 2 warm-up iterations (kernels, graph captures), then timed ones."""
     from ctrl_rl.app.configure import load_train_config
     from ctrl_rl.app.session import build_env
     from ctrl_rl.runners import make_runner
 
-    cfg = load_train_config(preset(args))
-    runner = make_runner(build_env(cfg), cfg, log_dir=None)
+    cfg = load_train_config([*preset(args), *extra])
+    env = build_env(cfg)
+    runner = make_runner(env, cfg, log_dir=None)
     start = time.perf_counter()
-    runner.learn(2)  # warm-up: kernels, graph capture of step and update
+    runner.learn(2)
     first = time.perf_counter() - start
     iters = args.ppo_iterations
     start = time.perf_counter()
     runner.learn(2 + iters)
     wall = time.perf_counter() - start
     rows = runner.history[-iters:]
-    collect = sum(r["collection_time"] for r in rows) / iters
-    update = sum(r["learning_time"] for r in rows) / iters
+    env.close()
     steps = cfg.env.num_envs * cfg.algo.num_steps_per_env
-    sps = iters * steps / wall
+    return {"sps": iters * steps / wall, "collect_s": sum(r["collection_time"] for r in rows) / iters,
+            "update_s": sum(r["learning_time"] for r in rows) / iters, "warmup_s": first,
+            "num_envs": cfg.env.num_envs, "seconds_per_iteration": wall / iters}
+
+
+def section_ppo(args: argparse.Namespace) -> None:
     print(f"\n| PPO on sim=mjwarp ({PRESET}) | num_envs | env-steps/s (incl. update) | collection s/it | "
           "update s/it | warm-up s |")
-    print("|---|---:|---:|---:|---:|---:|")
-    print(f"| ctrl_quad | {cfg.env.num_envs} | {sps:,.0f} | {collect:.3f} | {update:.3f} | {first:.1f} |", flush=True)
-    RESULTS["_seconds_per_iteration"] = wall / iters
-    result_line("ppo", {"sps": sps, "collect_s": collect, "update_s": update, "warmup_s": first})
+    print("|---|---:|---:|---:|---:|---:|", flush=True)
+    values: dict[str, Any] = {}
+    for label, extra, name in (("ctrl_quad (preset: sim.cuda_graph)", [], ""),
+                               ("ctrl_quad, sim.cuda_graph=false", ["sim.cuda_graph=false"], "_eager_env")):
+        r = ppo_row(args, extra)
+        print(f"| {label} | {r['num_envs']} | {r['sps']:,.0f} | {r['collect_s']:.3f} | {r['update_s']:.3f} | "
+              f"{r['warmup_s']:.1f} |", flush=True)
+        values.update({f"sps{name}": r["sps"], f"collect_s{name}": r["collect_s"], f"update_s{name}": r["update_s"]})
+        if not name:
+            RESULTS["_seconds_per_iteration"] = r["seconds_per_iteration"]
+            values["warmup_s"] = r["warmup_s"]
+    result_line("ppo", values)
 
 
 def section_walk(args: argparse.Namespace) -> None:
@@ -286,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--episodes", type=int, default=None, help="evaluation episodes of the walk section")
     p.add_argument("--seeds", type=int, nargs="+", default=[42], help="walk section: one training run per seed")
     p.add_argument("--log-root", default="logs")
+    p.add_argument("--before", action="store_true",
+                   help="physics: also ctrl_quad with the settings before issue 41, and deterministic alone")
     p.add_argument("--json", default=None, help="write every figure to this file")
     args = p.parse_args(argv)
     args.device = torch.device(args.device)
@@ -316,8 +337,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{name}: {time.perf_counter() - t0:.0f} s]", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({k: v for k, v in RESULTS.items() if not k.startswith("_")}, indent=1))
-    keys = ("physics.quad_physics_sps_4096", "physics.quad_vecenv_sps_4096", "physics.humanoid_physics_sps_4096",
-            "physics.humanoid_vecenv_sps_4096", "ppo.sps", "torch.vs_rsl_rl_65536", "walk.train_minutes",
+    keys = ("physics.quad_physics_sps_4096", "physics.quad_vecenv_sps_4096", "physics.quad_vecenv_graph_sps_4096",
+            "physics.humanoid_physics_sps_4096", "physics.humanoid_vecenv_sps_4096",
+            "physics.humanoid_vecenv_graph_sps_4096", "ppo.sps", "torch.vs_rsl_rl_65536", "walk.train_minutes",
             "walk.forward_velocity", "walk.falls")
     head = " ".join(f"{k.split('.', 1)[1]}={RESULTS[k]:.4g}" for k in keys if k in RESULTS)
     print(f"RESULT device={args.device_name.replace(' ', '_')} seconds={time.perf_counter() - start:.0f} "

@@ -167,6 +167,21 @@ def test_graph_and_eager_agree_bit_exactly(quad_model: mujoco.MjModel) -> None:
     assert graph._graphs and not eager._graphs
 
 
+def test_sensors_in_the_last_substep_only_change_no_bit(quad_model: mujoco.MjModel) -> None:
+    """``step`` skips the sensors of every substep but the last (never read); the state and the
+    sensors equal mujoco_warp's own ``step`` called ``nstep`` times with every sensor on."""
+    ours, plain = WarpPhysics(quad_model, 3), WarpPhysics(quad_model, 3, graph=False)
+    for t in range(6):
+        ctrl = _gait(t, 3, 0.02) * 0.25 + 0.8 * (torch.arange(12) % 3 == 1)
+        ours.step(ctrl, 4)
+        plain.ctrl.copy_(ctrl)
+        for _ in range(4):
+            mujoco_warp.step(plain.m, plain.d)
+        for name in ("qpos", "qvel", "sensordata"):
+            assert torch.equal(getattr(ours, name), plain._views[name]), (t, name)
+    assert not ours.m.opt.disableflags & int(mujoco_warp.DisableBit.SENSOR)  # restored after each step
+
+
 def test_write_rows_recomputes_only_those_sensors(quad_model: mujoco.MjModel) -> None:
     """Written rows: sensors of the new state (as mj_forward computes them in float64); other
     rows keep theirs; an all-false write changes no later step. Accelerations and contact forces

@@ -190,8 +190,12 @@ class SimConfig:
     An overflow stops the run with an error naming this key."""
     njmax: Optional[int] = None
     """mjwarp: constraint rows allocated per world (None: the model's upper bound)."""
+    cuda_graph: bool = False
+    """mjwarp on CUDA: replay the env step's torch work (targets, rewards, resets, observations) as
+    three CUDA graphs around the physics' own, instead of launching hundreds of small kernels from
+    Python each step (BENCHMARKS.md, "GPU"). Flat-ground tasks only; on CPU the same code runs eagerly."""
 
-    PHYSICS_KEYS: ClassVar[tuple[str, ...]] = ("deterministic", "nconmax", "njmax")
+    PHYSICS_KEYS: ClassVar[tuple[str, ...]] = ("deterministic", "nconmax", "njmax", "cuda_graph")
 
     def __post_init__(self) -> None:
         for key in ("nconmax", "njmax"):

@@ -31,6 +31,9 @@ class VelocityTask:
     """Quadruped velocity tracking: commands, rewards, terminations, randomization."""
 
     action_bounds = None  # Gaussian actions, clipped at clip_actions inside the task
+    graph_safe = True
+    """Its step hooks make no host reads and call the physics only through ``write_rows`` and
+    ``sensordata``, so ``sim.cuda_graph`` can replay them (``ctrl_rl.utils.cuda_graphs``)."""
 
     def __init__(self, cfg: VelocityTaskConfig, robot: RobotConfig, model: mujoco.MjModel,
                  layout: SensorLayout, num_envs: int, device: torch.device) -> None:
@@ -89,7 +92,9 @@ class VelocityTask:
         self.metrics: dict[str, torch.Tensor] = {}
         """Per-env measures of the last step (``info["metrics"]``)."""
         self._nominal: dict[str, torch.Tensor] = {}
-        self._steps_evaluated, self._below_ground = 0, torch.zeros((), dtype=torch.bool, device=device)
+        self._below_ground = torch.zeros((), dtype=torch.bool, device=device)
+        self._fixed_command = None if cfg.fixed_command is None else \
+            torch.tensor(cfg.fixed_command, device=device, dtype=torch.float32)
 
     @classmethod
     def build_model(cls, cfg: VelocityTaskConfig, robot: RobotConfig) -> tuple[mujoco.MjModel, SensorLayout]:
@@ -115,7 +120,7 @@ class VelocityTask:
     def signals(self, physics: Any) -> dict[str, torch.Tensor]:
         """The named signals the observation terms read (robot-measurable + privileged), plus
         ``_contact``, ``_torques``, ``_base_contact`` and ``_sensordata`` for rewards and terminations."""
-        sd = physics.sensordata.float()  # one conversion, then cheap slices
+        sd = physics.sensordata.to(torch.float32, copy=True)  # a snapshot: later writes (resets) leave it
         sensor = lambda name: sd[:, self.layout[name]]  # noqa: E731
         contact = torch.cat([sensor(f) for f in self.feet], -1) > 1.0
         return {
@@ -163,7 +168,8 @@ class VelocityTask:
         n, c = self.num_envs, self.cfg
         qpos = self.qpos0.expand(n, -1).clone()
         qpos[:, 2] = self.robot.init_height
-        qpos[:, 3:7] = torch.tensor([1.0, 0.0, 0.0, 0.0], device=self.device)
+        qpos[:, 3] = 1.0  # upright: the identity quaternion
+        qpos[:, 4:7] = 0.0
         qpos[:, self.qadr] = self.default_pose + self._uniform(gen, -c.init_joint_noise, c.init_joint_noise,
                                                                n, self.action_dim)
         qvel = torch.zeros(n, physics.model.nv, device=self.device)
@@ -184,8 +190,8 @@ class VelocityTask:
 
     def _sample_commands(self, gen: torch.Generator) -> torch.Tensor:
         c, n = self.cfg, self.num_envs
-        if c.fixed_command is not None:
-            return torch.tensor(c.fixed_command, device=self.device, dtype=torch.float32).expand(n, 3).clone()
+        if self._fixed_command is not None:
+            return self._fixed_command.expand(n, 3).clone()
         cmd = torch.stack([self._uniform(gen, *c.lin_vel_x, n), self._uniform(gen, *c.lin_vel_y, n),
                            self._uniform(gen, *c.ang_vel_yaw, n)], -1)
         standing = torch.rand(n, 1, generator=gen, device=self.device) < c.standing_fraction
@@ -203,7 +209,7 @@ class VelocityTask:
                  gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, dict]:
         """Reward, termination and logs after a control step; updates the task's buffers."""
         s = self.signals(physics)
-        self._check_above_ground(s)
+        self._below_ground |= (s["base_height"][:, 0] < -0.5).any()  # read by check_simulation
         c = self.cfg
         g = projected_gravity(s)
         terminated = self.failed(s, g)
@@ -232,12 +238,11 @@ class VelocityTask:
         log.update({f"Metrics/{k}": m.mean() for k, m in self.metrics.items()})
         return reward, terminated, log
 
-    def _check_above_ground(self, s: dict[str, torch.Tensor]) -> None:
+    def check_simulation(self) -> None:
         """A base 0.5 m below the ground fell through the world (no floor, or no collision with it):
-        raised within 50 control steps (one host read each time on a GPU), never trained on."""
-        self._below_ground |= (s["base_height"][:, 0] < -0.5).any()
-        self._steps_evaluated += 1
-        if self._steps_evaluated % 50 == 0 and bool(self._below_ground):
+        the env calls this every ``MjVecEnv.CHECK_EVERY`` control steps (one host read), so it is
+        raised within 50 steps, never trained on."""
+        if bool(self._below_ground):
             raise SimulationError(f"robot {self.robot.name}: the base is 0.5 m below the ground: it fell through "
                                   "the world. Give its feet (and base) collisions with the floor: contype/conaffinity "
                                   "in the MJCF")

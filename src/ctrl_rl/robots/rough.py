@@ -79,6 +79,7 @@ class RoughVelocityTask(VelocityTask):
     """:class:`VelocityTask` on the terrain grid, with the curriculum and the height scan."""
 
     cfg: RoughVelocityTaskConfig
+    graph_safe = False  # the height scan casts rays through the physics inside observe; the curriculum reads the host
 
     @classmethod
     def build_model(cls, cfg: VelocityTaskConfig, robot: RobotConfig) -> tuple[mujoco.MjModel, SensorLayout]:

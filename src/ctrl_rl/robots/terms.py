@@ -13,6 +13,7 @@ This module imports numpy only.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -143,6 +144,15 @@ class ObsTerm:
         return cls(d["name"], int(d["dim"]), scale, d["clip"], history=history)
 
 
+@functools.lru_cache(maxsize=256)
+def _scale_tensor(scale: tuple[float, ...], dtype: Any, device: Any) -> Any:
+    """A per-element scale on the device, made once (no host-to-device copy per step: a CUDA graph
+    replaying the step could not hold one)."""
+    import torch
+
+    return torch.tensor(scale, dtype=dtype, device=device)
+
+
 def compute_term(term: ObsTerm, signals: Mapping[str, Array], noise: Array | None = None) -> Array:
     """One term's value; ``noise`` (same shape, in [-1, 1]) is scaled by ``term.noise``."""
     value = TERM_FUNCTIONS[term.name](signals)
@@ -151,8 +161,7 @@ def compute_term(term: ObsTerm, signals: Mapping[str, Array], noise: Array | Non
     xp = namespace(value)
     scale = term.scale
     if isinstance(scale, tuple):
-        scale = xp.asarray(np.asarray(scale, dtype=np.float32)) if xp is np else \
-            xp.tensor(scale, dtype=value.dtype, device=value.device)
+        scale = np.asarray(scale, dtype=np.float32) if xp is np else _scale_tensor(scale, value.dtype, value.device)
     value = value * scale
     if term.clip is not None:
         value = xp.clip(value, -term.clip, term.clip)

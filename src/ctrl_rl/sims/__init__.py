@@ -77,7 +77,7 @@ def make_env(
     ``task_kwargs`` go to the task (e.g. ``max_episode_length=100`` or pendulum's ``g``), except
     ``history_length`` and ``term_history``: observation history, for every backend
     (``ctrl_rl.sims.history``). ``physics``: the backend's physics options (mjwarp:
-    ``deterministic``, ``nconmax``, ``njmax``).
+    ``deterministic``, ``nconmax``, ``njmax``, ``cuda_graph``).
     """
     backend = _backend(sim)
     if int(num_envs) < 1:
@@ -216,13 +216,15 @@ def _make_mjwarp(task: str, num_envs: int, device: str | torch.device, seed: int
 
     warp_device(torch.device(device))  # cpu or cuda, else a clear error before building anything
     options = dict(physics or {})
-    return make_mujoco_env(lambda m, n, d: WarpPhysics(m, n, d, **options), task, num_envs, device, seed, **kw)
+    cuda_graph = bool(options.pop("cuda_graph", False))
+    return make_mujoco_env(lambda m, n, d: WarpPhysics(m, n, d, **options), task, num_envs, device, seed,
+                           cuda_graph=cuda_graph, **kw)
 
 
 register_sim("torch", _make_torch, _torch_tasks, closed=True)
 register_sim("mujoco", _make_mujoco, _mujoco_tasks, renders=True, closed=True)
 register_sim("mjwarp", _make_mjwarp, _mujoco_tasks, renders=True, closed=True,
-             physics=("deterministic", "nconmax", "njmax"))
+             physics=("deterministic", "nconmax", "njmax", "cuda_graph"))
 register_sim("gymnasium", _make_gymnasium, _gymnasium_tasks)
 
 

@@ -9,6 +9,7 @@ state save/restore. The task never knows which backend it runs on.
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -18,6 +19,7 @@ import torch
 
 from ctrl_rl.env import Obs, StepResult, VecEnv
 from ctrl_rl.mirror import EnvMirror
+from ctrl_rl.utils.cuda_graphs import CapturedStep, clone_tensors, keep_bindings
 
 
 class Physics(ABC):
@@ -95,7 +97,13 @@ class MjVecEnv(VecEnv):
     ``max_episode_length``, ``step_dt``, ``decimation`` and the hooks used below.
     """
 
-    def __init__(self, physics: Physics, task: Any, seed: int | None = None) -> None:
+    CHECK_EVERY = 50
+    """Control steps between host reads of the task's simulation check (``check_simulation``)."""
+
+    def __init__(self, physics: Physics, task: Any, seed: int | None = None, cuda_graph: bool = False) -> None:
+        """``cuda_graph``: on a CUDA device, replay the step's torch work as CUDA graphs (three per
+        step, around the physics' own graphs); needs a physics with ``forward_written_rows`` and a
+        task declaring ``graph_safe``. On CPU the same segments run eagerly."""
         self.physics = physics
         self.task = task
         self.num_envs = physics.num_envs
@@ -109,19 +117,37 @@ class MjVecEnv(VecEnv):
         self.episode_length = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
         self.episode_return = torch.zeros(self.num_envs, device=self.device)
         self._renderer: Any = None
+        self._steps = 0
+        self.cuda_graph = bool(cuda_graph)
+        if self.cuda_graph:
+            self._check_graph_safe()
+        graphs = self.cuda_graph and self.device.type == "cuda"
+
+        def segment(fn: Any, what: str) -> Any:
+            return CapturedStep(fn, self.device, generators=[self._generator], owners=(self, task), fallback=True,
+                                name=f"the env step's {what}") if graphs else fn
+
+        self._before = segment(self._before_physics, "targets")
+        self._after = segment(self._after_physics, "rewards and resets")
+        self._observe = segment(self._observe_after_reset, "observation")
         if seed is None:
             self._generator.seed()  # unseeded construction: non-deterministic, never torch's global RNG
         self.reset(seed=seed)
 
+    def _bindings(self) -> Any:
+        """Eager work on state the step's graphs read keeps its tensors (``sim.cuda_graph``)."""
+        return keep_bindings((self, self.task)) if self.cuda_graph else contextlib.nullcontext()
+
     def reset(self, seed: int | None = None) -> Obs:
         if seed is not None:  # unseeded resets continue the stream: a construction seed fixes them too
             self._generator.manual_seed(int(seed))
-        self.task.randomize_model(self.physics, self._generator)
-        all_rows = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
-        self._reset_rows(all_rows)
-        self.episode_length.zero_()
-        self.episode_return.zero_()
-        return self.task.observe(self.physics, self.task.sample_obs_noise(self._generator))
+        with self._bindings():
+            self.task.randomize_model(self.physics, self._generator)
+            all_rows = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+            self._reset_rows(all_rows)
+            self.episode_length.zero_()
+            self.episode_return.zero_()
+            return self.task.observe(self.physics, self.task.sample_obs_noise(self._generator))
 
     def _reset_rows(self, rows: torch.Tensor) -> None:
         self.task.begin_reset(self.physics, rows, self._generator)
@@ -129,32 +155,62 @@ class MjVecEnv(VecEnv):
         self.physics.write_rows(rows, qpos, qvel)
         self.task.reset_rows(rows, self._generator)
 
+    def _check_graph_safe(self) -> None:
+        if not getattr(self.task, "graph_safe", False):
+            raise ValueError(f"sim.cuda_graph: task {type(self.task).__name__} is not graph-safe (host reads or "
+                             "physics calls inside its step, e.g. terrain height scans); set sim.cuda_graph=false")
+        if not hasattr(self.physics, "forward_written_rows"):
+            raise ValueError(f"sim.cuda_graph: physics {type(self.physics).__name__} cannot be captured; "
+                             "it applies to sim=mjwarp")
+
     def step(self, actions: torch.Tensor) -> StepResult:
+        """Actions -> targets, physics, rewards and same-step resets, then the observation; with
+        ``cuda_graph`` each torch segment is one graph replay."""
+        pre = self._before(actions.to(self.device, torch.float32))
+        self.physics.step(pre["ctrl"], self.task.decimation)
+        out = self._after(pre)
+        self._steps += 1
+        if self._steps % self.CHECK_EVERY == 0:  # one host read
+            self.task.check_simulation()
+        done = out["done"]
+        if self.device.type == "cpu" and out["pushed"] is False and not bool(done.any()):
+            # nothing moved since final_obs was read: the same observation (a task whose perturb
+            # returns nothing is observed again; on a GPU the check would cost a host sync every
+            # step, so there it is always recomputed)
+            obs, final = out["final_obs"], out["final_obs"]
+        else:
+            if self.cuda_graph:
+                self.physics.forward_written_rows()  # outside the graphs: the physics replays its own
+            obs, final = self._observe({"noise": pre["noise"], "done": done, "final_obs": out["final_obs"]})
+        info = {"final_obs": final, "episode": out["episode"], "log": out["log"], "metrics": out["metrics"]}
+        result = obs, out["reward"], out["terminated"], out["truncated"], info
+        return clone_tensors(result) if self.cuda_graph and self.device.type == "cuda" else result
+
+    def _before_physics(self, actions: torch.Tensor) -> dict[str, Any]:
         noise = self.task.sample_obs_noise(self._generator)
-        ctrl = self.task.joint_targets(actions.to(self.device, torch.float32), self._generator)
-        self.physics.step(ctrl, self.task.decimation)
+        return {"noise": noise, "ctrl": self.task.joint_targets(actions, self._generator)}
+
+    def _after_physics(self, pre: dict[str, Any]) -> dict[str, Any]:
         self.episode_length += 1
         reward, terminated, log = self.task.evaluate(self.physics, self.episode_length, self._generator)
         truncated = ((self.episode_length >= self.max_episode_length) | self.task.out_of_bounds) & ~terminated
         done = terminated | truncated
-        final_obs = self.task.observe(self.physics, noise, self.task.post_step_signals)
+        final_obs = self.task.observe(self.physics, pre["noise"], self.task.post_step_signals)
         self.episode_return += reward
         episode = {"return": self.episode_return.clone(), "length": self.episode_length.clone()}
-
         self._reset_rows(done)
         self.episode_length.masked_fill_(done, 0)
         self.episode_return.masked_fill_(done, 0.0)
         pushed = self.task.perturb(self.physics, self.episode_length, self._generator)
-        if self.device.type == "cpu" and pushed is False and not bool(done.any()):
-            # nothing moved since final_obs was read: the same observation (a task whose perturb
-            # returns nothing is observed again; on a GPU the check would cost a host sync every
-            # step, so there it is always recomputed)
-            obs, final = final_obs, final_obs
-        else:
-            obs = self.task.observe(self.physics, noise)
-            final = {k: torch.where(done[:, None], v, obs[k]) for k, v in final_obs.items()}
-        info = {"final_obs": final, "episode": episode, "log": log, "metrics": self.task.metrics}
-        return obs, reward, terminated, truncated, info
+        return {"reward": reward, "terminated": terminated, "truncated": truncated, "done": done,
+                "final_obs": final_obs, "episode": episode, "log": log, "metrics": dict(self.task.metrics),
+                "pushed": pushed}
+
+    def _observe_after_reset(self, x: dict[str, Any]) -> tuple[Obs, Obs]:
+        """The observation after resets and pushes; ``final_obs`` where an episode ended."""
+        obs = self.task.observe(self.physics, x["noise"])
+        final = {k: torch.where(x["done"][:, None], v, obs[k]) for k, v in x["final_obs"].items()}
+        return obs, final
 
     # -- state ------------------------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:
@@ -164,7 +220,8 @@ class MjVecEnv(VecEnv):
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.physics.set_state(state["physics"])
-        self.task.set_state(state["task"], self.physics)
+        with self._bindings():
+            self.task.set_state(state["task"], self.physics)
         self.episode_length.copy_(state["episode_length"])
         self.episode_return.copy_(state["episode_return"])
         self._generator.set_state(state["generator"])
@@ -194,7 +251,7 @@ class MjVecEnv(VecEnv):
 
 
 def make_mujoco_env(physics_factory: Any, task: str, num_envs: int, device: str | torch.device,
-                    seed: int | None, **task_kwargs: Any) -> MjVecEnv:
+                    seed: int | None, cuda_graph: bool = False, **task_kwargs: Any) -> MjVecEnv:
     """Build a ``ctrl_rl.robots`` task on the physics ``physics_factory(model, num_envs, device)``;
     the task config's ``apply_physics(model)`` sets the physics step and solver budget first."""
     from ctrl_rl.robots import task_entry
@@ -206,4 +263,5 @@ def make_mujoco_env(physics_factory: Any, task: str, num_envs: int, device: str 
     model, layout = task_cls.build_model(cfg, robot)
     cfg.apply_physics(model, robot.name)  # the task's physics step and solver budget, on every backend
     physics = physics_factory(model, num_envs, torch.device(device))
-    return MjVecEnv(physics, task_cls(cfg, robot, model, layout, num_envs, physics.device), seed=seed)
+    return MjVecEnv(physics, task_cls(cfg, robot, model, layout, num_envs, physics.device), seed=seed,
+                    cuda_graph=cuda_graph)
