@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Fresh machine -> the whole test suite (unit, conformance, learning, resume, MuJoCo, mjlab and rendering
-# tests; ~8 min on 2 cores from scratch, of which ~2 min build .venv-mjlab).
+# Fresh machine -> the whole test suite (unit, conformance, learning, resume, MuJoCo, mjlab, ROS 2 and
+# rendering tests; ~33 min on 2 cores from scratch, of which ~2 min build the side venvs).
 # Extra pytest arguments pass through, e.g. `bash scripts/test.sh -m "not slow"`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,6 +8,8 @@ bash scripts/setup_render.sh  # headless GL libraries for the rendering tests (D
 python3 -m venv .venv
 .venv/bin/pip install -q torch==2.13.0
 .venv/bin/pip install -q -e ".[train,test,deploy,gymnasium,bench,video,mujoco,mjwarp]"
+# Unitree Go1 / G1 models from mjlab's wheel (14 MB, no dependencies, nothing installed) into ~/.cache/ctrl_rl.
+.venv/bin/ctrl-rl fetch-robots
 # .venv-mjlab for tests/test_isaaclab_adapter.py (mjlab pins mujoco 3.11; quick when already built).
 bash scripts/setup_mjlab_env.sh
 # .venv-ros for the rclpy tests (ROS 2 Kilted wheels re-exec the interpreter: never in .venv; quick when built).

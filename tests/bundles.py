@@ -28,6 +28,16 @@ def scan_bundle(root: Path) -> str:
     return str(export(str(run), []))
 
 
+def humanoid_bundle(root: Path) -> str:
+    """ctrl_humanoid (21 joints, all of them G1 motors) after 1 iteration of 16 envs x 8 steps, exported."""
+    from ctrl_rl.app.export import export
+    from ctrl_rl.app.train import train
+
+    run = train(["task=humanoid_velocity_flat", "env.num_envs=16", "algo.num_steps_per_env=8",
+                 "runner.max_iterations=1", "runner.progress=false", f"runner.log_root={root}"])
+    return str(export(str(run), []))
+
+
 def crafted_bundle(src: str | Path, dst: str | Path, factor: float) -> str:
     """``src`` with its action output multiplied by ``factor`` (NaN, inf, 1e6: a policy gone bad),
     metadata kept: the deploy node must fault or clamp, never pass it on."""

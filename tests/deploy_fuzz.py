@@ -1,6 +1,6 @@
 """Fuzz the deploy node from a peer process, over either transport, and check every command it sends.
 
-    python tests/deploy_fuzz.py BUNDLE_DIR --transport dds|rclpy [--cases a,b,...]
+    python tests/deploy_fuzz.py BUNDLE_DIR --transport dds|rclpy|unitree [--cases a,b,...] [--bundle NAME]
 
 ``BUNDLE_DIR`` holds ``policy.onnx`` (a real exported ctrl_quad bundle) and the crafted bundles
 ``nan.onnx``, ``inf.onnx``, ``huge.onnx`` (the same policy with its output multiplied by NaN, inf
@@ -10,10 +10,15 @@ JointState + Imu at 200 Hz and whatever the case sends, and records every comman
 
 Checked on **every** command received, in every case: all values finite; every target within the
 bundle's joint limits (in the command's joint order); with ``position_gains`` kp and kd finite,
->= 0 and kp either 0 or the bundle's; no command before the first valid robot state was sent.
+>= 0 and each joint's kp either 0 or the bundle's; no command before the first valid robot state was sent.
 After each case: the node process is alive; its status names the expected fault/rejection; on
 SIGTERM it exits 0 and prints its final status. Prints ``case | result`` and ends with
 ``RESULT cases=… unsafe_commands=… crashes=…``.
+
+Over ``unitree`` the peer plays the robot's side of Unitree's protocol (``LowState`` out, ``LowCmd`` in,
+``transports/unitree.py``), every case runs with ``position_gains`` (LowCmd carries kp and kd), the cases
+about a JointState's own structure (:data:`NOT_ON_UNITREE`) do not exist there, and two more do: a
+LowState with a wrong CRC and one whose tick stops advancing.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ from ctrl_rl.deploy.config import TopicQos  # noqa: E402
 from ctrl_rl.deploy.height_map import HeightMapSpec  # noqa: E402
 from ctrl_rl.deploy.runtime import OnnxPolicy  # noqa: E402
 from ctrl_rl.deploy.transports import make_transport  # noqa: E402
+from ctrl_rl.deploy.transports.unitree import LOWSTATE  # noqa: E402
+from ctrl_rl.deploy.unitree_msgs import family_for  # noqa: E402
 
 STATUS_QOS = TopicQos("reliable", 1, "transient_local")
 BASE_SETTINGS = ["safety.stand_up_time=0.3", "safety.stand_hold_time=0.0", "safety.command_timeout=0",
@@ -62,13 +69,19 @@ class Case:
 class Robot:
     """The peer: a robot publishing state, an operator, and the checker of every command."""
 
-    def __init__(self, transport_name: str, ns: str, meta: dict, command_format: str) -> None:
-        self.t = make_transport(transport_name, namespace=ns, node_name="fuzz_robot")
+    def __init__(self, transport_name: str, ns: str, meta: dict, command_format: str, family: str = "") -> None:
         self.ns = ns
         self.names = list(meta["joint_names"])
         self.order = self.names[::-1]  # the driver's order differs from the policy's
+        unitree = None
+        if transport_name == "unitree":  # this peer is the robot's side of the protocol
+            unitree = {"family": family or family_for(str(meta.get("robot", "")), len(self.names)),
+                       "joint_names": self.order, "side": "robot"}
+        self.t = make_transport(transport_name, namespace=ns, node_name="fuzz_robot", unitree=unitree)
         self.limits = np.asarray(meta["joint_limits"], dtype=np.float64)[[self.names.index(j) for j in self.order]]
-        self.kp = np.asarray(meta["kp"], dtype=np.float64)
+        if transport_name == "unitree":  # LowCmd carries float32: a target clamped to a limit rounds with it
+            self.limits = self.limits.astype(np.float32).astype(np.float64)
+        self.kp = np.asarray(meta["kp"], dtype=np.float64)[[self.names.index(j) for j in self.order]]
         self.pose = np.asarray(meta["default_pose"], dtype=np.float64)[[self.names.index(j) for j in self.order]]
         self.command_format = command_format
         self.pub_js = self.t.publisher("joint_states", m.JointState)
@@ -144,7 +157,7 @@ class Robot:
                 problems.append(f"target beyond the joint limits: {q.round(3).tolist()}")
             if self.command_format == "position_gains":
                 kp, kd = d[n:2 * n], d[2 * n:]
-                if np.any(kp < 0) or np.any(kd < 0) or not np.all((kp == 0) | np.isclose(kp, self.kp.max())):
+                if np.any(kp < 0) or np.any(kd < 0) or not np.all((kp == 0) | np.isclose(kp, self.kp)):
                     problems.append(f"gains out of range: kp {kp.tolist()} kd {kd.tolist()}")
         with self.lock:
             self.commands += 1
@@ -303,7 +316,8 @@ def _cmd_vel(value: float) -> Callable[[Robot], None]:
 def _wrong_type(robot: Robot) -> None:
     """A String on the node's joint_states topic (a second participant: a topic has one type per
     participant). Typed middleware never matches it with the node's JointState reader."""
-    other = make_transport(robot.t.name, namespace=robot.ns, node_name="fuzz_wrong_type")
+    other = make_transport("dds" if robot.t.name == "unitree" else robot.t.name, namespace=robot.ns,
+                           node_name="fuzz_wrong_type")
     try:
         pub = other.publisher("joint_states", m.String)
         for _ in range(200):
@@ -377,6 +391,39 @@ def _map_with(robot: Robot, index: int, value: float) -> m.Float64MultiArray:
     return msg
 
 
+def _tampered_lowstate(crc_delta: int = 0, freeze_tick: bool = False) -> Callable[[Robot], None]:
+    """In policy mode, the robot's LowStates replaced by ones with a wrong CRC or a tick that stops:
+    the node must take none of them, so its state goes stale and it damps."""
+    def run(robot: Robot) -> None:
+        robot.to_policy()
+        family = robot.t.family
+        write = robot.t.dds.publisher(LOWSTATE, family.low_state.idl)
+        robot.streaming = False
+        tick = None
+        end = time.monotonic() + 0.8
+        while time.monotonic() < end:
+            s = robot.t.low_state(*robot.healthy())
+            if freeze_tick:
+                tick = s.tick if tick is None else tick
+                s.tick, s.crc = tick, family.low_state.crc(s)
+            s.crc = (s.crc + crc_delta) & 0xFFFFFFFF
+            write(s)
+            time.sleep(0.005)
+    return run
+
+
+NOT_ON_UNITREE = {"short position array", "huge arrays (1e6 positions)", "duplicate joint names",
+                  "unknown joint names", "no joint names", "empty velocity array", "stamp 1 h old (header stamps)",
+                  "clock jump +1 h (header stamps)"}
+"""Cases a LowState cannot carry: it holds every motor by index, position and velocity always, and a
+tick instead of a header stamp."""
+
+
+def unitree_cases() -> list[Case]:
+    return [Case("LowState with a wrong CRC", _tampered_lowstate(crc_delta=1), "stale"),
+            Case("LowState tick stops advancing", _tampered_lowstate(freeze_tick=True), "stale")]
+
+
 def cases(robot_meta: dict) -> list[Case]:
     n = len(robot_meta["joint_names"])
     big = 1_000_000
@@ -442,14 +489,15 @@ def cases(robot_meta: dict) -> list[Case]:
     ]
 
 
-def run_case(case: Case, bundle_dir: Path, transport: str, index: int) -> tuple[str, int, bool]:
+def run_case(case: Case, bundle_dir: Path, transport: str, index: int, family: str = "") -> tuple[str, int, bool]:
     """Start the node, run the case as its robot, stop the node; (result, unsafe commands, crashed)."""
     ns = f"fuzz{os.getpid()}_{index}"
     bundle = bundle_dir / case.bundle
     meta = OnnxPolicy(bundle).metadata
-    robot = Robot(transport, ns, meta, case.command_format)
+    robot = Robot(transport, ns, meta, case.command_format, family)
     sets = [*BASE_SETTINGS, f"command_format={case.command_format}",
-            f"command_joint_names=[{','.join(robot.order)}]", *case.settings]
+            f"command_joint_names=[{','.join(robot.order)}]", *case.settings,
+            *([f"unitree_family={family}"] if family else [])]
     cmd = [sys.executable, "-m", "ctrl_rl", "deploy", "node", "--bundle", str(bundle), "--transport", transport,
            "--namespace", ns, *[a for s in sets for a in ("--set", s)]]
     node = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -495,8 +543,16 @@ def main() -> None:
     ap.add_argument("--transport", default="dds")
     ap.add_argument("--cases", default="", help="comma-separated case indices (default: all)")
     ap.add_argument("--command-format", default="", help="run every picked case with this command_format")
+    ap.add_argument("--bundle", default="", help="run the cases of the plain policy with this bundle of "
+                    "BUNDLE_DIR (the crafted and scan bundles' cases are left out)")
+    ap.add_argument("--unitree-family", default="", help="--transport unitree: go or hg (default: from the robot)")
     args = ap.parse_args()
-    all_cases = cases(OnnxPolicy(args.bundle_dir / "policy.onnx").metadata)
+    all_cases = cases(OnnxPolicy(args.bundle_dir / (args.bundle or "policy.onnx")).metadata)
+    if args.transport == "unitree":
+        all_cases = [c for c in all_cases if c.name not in NOT_ON_UNITREE] + unitree_cases()
+        args.command_format = "position_gains"
+    if args.bundle:
+        all_cases = [c for c in all_cases if c.bundle == "policy.onnx"]
     picked = [int(i) for i in args.cases.split(",")] if args.cases else range(len(all_cases))
     rows, unsafe_total, crashes = [], 0, 0
     print(f"| case ({args.transport}) | result |\n|---|---|", flush=True)
@@ -504,8 +560,10 @@ def main() -> None:
         case = all_cases[i]
         if args.command_format:
             case.command_format = args.command_format
+        if args.bundle:
+            case.bundle = args.bundle
         t0 = time.monotonic()
-        result, unsafe, crashed = run_case(case, args.bundle_dir, args.transport, i)
+        result, unsafe, crashed = run_case(case, args.bundle_dir, args.transport, i, args.unitree_family)
         unsafe_total += unsafe
         crashes += crashed
         rows.append((case.name, result))

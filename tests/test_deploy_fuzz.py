@@ -15,23 +15,28 @@ import sys
 from pathlib import Path
 
 import pytest
-from bundles import crafted_bundle, quadruped_bundle, scan_bundle
+from bundles import crafted_bundle, humanoid_bundle, quadruped_bundle, scan_bundle
 
 HERE = Path(__file__).parent
 ROS_PY = HERE.parent / ".venv-ros" / "bin" / "python"
 MIN_CASES = 42
+UNITREE_CASES = MIN_CASES - 8 + 2
+"""Over Unitree's protocol: the 8 JointState-structure cases do not exist, 2 LowState ones do."""
+UNITREE_HG_CASES = UNITREE_CASES - 10
+"""On the humanoid bundle alone: without the 10 cases of the crafted and scan bundles."""
 
 
 @pytest.fixture(scope="module")
 def bundle_dir(tmp_path_factory) -> Path:
-    """A real exported quadruped bundle, the same policy with its output times NaN, inf and 1e6, and a
-    rough-terrain bundle whose actor observes the height scan."""
+    """A real exported quadruped bundle, the same policy with its output times NaN, inf and 1e6, a
+    rough-terrain bundle whose actor observes the height scan, and a humanoid bundle."""
     d = tmp_path_factory.mktemp("fuzz_bundles")
     src = quadruped_bundle(d / "runs")
     shutil.copy(src, d / "policy.onnx")
     shutil.copy(scan_bundle(d / "scan_runs"), d / "scan.onnx")
     for name, factor in (("nan", float("nan")), ("inf", float("inf")), ("huge", 1e6)):
         crafted_bundle(src, d / f"{name}.onnx", factor)
+    shutil.copy(humanoid_bundle(d / "humanoid_runs"), d / "humanoid.onnx")
     return d
 
 
@@ -54,6 +59,22 @@ def check(out: str, result: dict, cases: int) -> None:
 def test_fuzz_over_dds(bundle_dir):
     out, result = run_fuzz(sys.executable, bundle_dir, "dds")
     check(out, result, MIN_CASES)
+
+
+@pytest.mark.slow
+def test_fuzz_over_the_unitree_protocol_go(bundle_dir):
+    """``--transport unitree`` with unitree_go messages (ctrl_quad's joints are a Go2's motors): the cases a
+    LowState can carry, plus a wrong CRC and a stopped tick (tests/deploy_fuzz.py, NOT_ON_UNITREE)."""
+    out, result = run_fuzz(sys.executable, bundle_dir, "unitree")
+    check(out, result, UNITREE_CASES)
+
+
+@pytest.mark.slow
+def test_fuzz_over_the_unitree_protocol_hg(bundle_dir):
+    """The same with unitree_hg messages, on a humanoid bundle (ctrl_humanoid's joints are G1 motors)."""
+    out, result = run_fuzz(sys.executable, bundle_dir, "unitree", "--bundle", "humanoid.onnx",
+                           "--unitree-family", "hg")
+    check(out, result, UNITREE_HG_CASES)
 
 
 @pytest.mark.slow

@@ -5,6 +5,9 @@ through the CLI like a shipped task; no file in ``configs/`` or ``robots/`` is i
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import onnx
 import pytest
@@ -53,6 +56,19 @@ def test_a_task_with_a_new_robot_trains_evaluates_and_exports_through_the_cli(to
     meta = {p.key: p.value for p in model.metadata_props}
     assert meta["task"] == toy_task and meta["robot"] == "toy_quad", meta
     assert json.loads(meta["joint_names"]) == JOINTS
+    carried = json.loads(meta["robot_config"])  # the bundle carries the robot: sim2sim rebuilds it
+    assert carried["name"] == "toy_quad" and carried["mjcf"].startswith("/") and carried["kp"]
+
+    bundle = str(run / "exported" / "policy.onnx")
+    sim2sim = [sys.executable, "-m", "ctrl_rl", "deploy", "sim2sim", bundle, "--duration", "3",
+               "--set", "safety.stand_up_time=0.5", "--cmd-vel", "0", "0", "0"]
+    env = {**os.environ, "ROS_DOMAIN_ID": str(1 + (os.getpid() + 7) % 100), "ROS_LOCALHOST_ONLY": "1"}
+    ok = subprocess.run(sim2sim, capture_output=True, text=True, timeout=120, env=env)
+    assert ok.returncode == 0 and "RESULT sim2sim mode=" in ok.stdout, ok.stderr[-2000:]
+    broken = subprocess.run([*sim2sim, "--robot", str(tmp_path / "no_such_robot.yaml")], capture_output=True,
+                            text=True, timeout=120, env=env)  # the bridge cannot build the robot and dies
+    assert broken.returncode == 1, broken.stdout[-1000:] + broken.stderr[-2000:]
+    assert "sim2sim failed: the sim2sim bridge (the simulated robot) exited with status" in broken.stderr
 
 
 def test_an_unknown_or_misrouted_task_names_the_registered_ones(toy_task):

@@ -134,6 +134,16 @@ def cmd_collect(args: argparse.Namespace, overrides: list[str]) -> None:
             seed=args.seed, level=args.level, mix=args.mix, fmt=args.format)
 
 
+def cmd_fetch_robots(args: argparse.Namespace, overrides: list[str]) -> None:
+    from ctrl_rl.robots.packages import PACKAGED, fetch
+
+    for dist in args.packages or sorted(PACKAGED):
+        try:
+            fetch(dist)
+        except (ValueError, RuntimeError) as exc:
+            _die(str(exc))
+
+
 def cmd_list(args: argparse.Namespace, overrides: list[str]) -> None:
     from ctrl_rl.algos.registry import learners
 
@@ -150,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"{EPILOG}\nalgorithms (algo=...): {_algos_text()}\ntasks (task=..., sim=...):\n{_tasks_text()}\n",
         description="Train, evaluate and export continuous-control policies. "
                     "Configure with hydra overrides (key=value); `ctrl-rl train --help` lists every key.")
-    sub = parser.add_subparsers(dest="command", metavar="{train,play,eval,export,collect,deploy,list}")
+    sub = parser.add_subparsers(dest="command", metavar="{train,play,eval,export,collect,deploy,fetch-robots,list}")
 
     p = sub.add_parser("train", add_help=False, help="train a policy (overrides: algo=, task=, key=value)")
     p.add_argument("-h", "--help", action="store_true")
@@ -202,6 +212,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_collect)
 
     sub.add_parser("deploy", help="run the deploy node or sim2sim (`ctrl-rl deploy --help`)", add_help=False)
+
+    p = sub.add_parser("fetch-robots", help="fetch the robot models that ship in packages (mjlab's Unitree Go1 "
+                       "and G1) into ~/.cache/ctrl_rl, once", description="Download each package's wheel (no "
+                       "dependencies, nothing installed) and unpack its robot models into the cache.")
+    p.add_argument("packages", nargs="*", help="distributions (default: all known: mjlab)")
+    p.set_defaults(func=cmd_fetch_robots)
 
     p = sub.add_parser("list", help="list algorithms and tasks")
     p.set_defaults(func=cmd_list)

@@ -115,6 +115,9 @@ def _prepare(overrides: list[str]) -> tuple[list[str], str, dict[str, str]]:
                 raise ConfigError(f"unknown {key} '{value}'; choose one of: {', '.join(choices)}")
             out.append(text)
             continue
+        if key == "robot":  # shorthand of the robot tasks' parameter: robot=unitree_go1
+            out.append(f"++task.kwargs.robot={value}")
+            continue
         _check_key(key, algo)
         out.append(f"++{text.lstrip('+')}" if key.startswith("task.kwargs.") else text)
     if "algo" not in values:  # the default learner, named in one place (the registry)

@@ -143,9 +143,12 @@ def _run_node(args: argparse.Namespace, signals: Any) -> dict[str, Any]:
 
     # a bad file, option or bundle fails here: no transport, no threads (with rclpy the bundle may
     # still come from --ros-args)
+    if args.transport == "unitree":  # LowCmd carries kp and kd per motor
+        args.set = [*(args.set or []), "command_format=position_gains"]
     params = resolve_params(args, require_bundle=args.transport != "rclpy")
     policy = RobotPolicy(params.bundle, params.sources()) if params.bundle else None
-    transport = make_transport(args.transport, namespace=args.namespace, node_name="ctrl_rl_node")
+    transport = make_transport(args.transport, namespace=args.namespace, node_name="ctrl_rl_node",
+                               unitree=_unitree_side(params, policy) if args.transport == "unitree" else None)
     try:
         if hasattr(transport, "declare_parameters"):  # rclpy: `ros2 param get/set`, --ros-args --params-file
             ros_params = resolve_params(args, transport)
@@ -162,6 +165,17 @@ def _run_node(args: argparse.Namespace, signals: Any) -> dict[str, Any]:
     finally:
         transport.close()
     return _report(status)
+
+
+def _unitree_side(params: Any, policy: Any) -> dict[str, Any]:
+    """The node's side of ``--transport unitree``: the family and the joints of the outgoing command."""
+    from .unitree_msgs import family_for
+
+    meta, joints = policy.policy.metadata, list(params.command_joint_names or policy.joint_names)
+    family = params.unitree_family
+    if family == "auto":
+        family = family_for(str(meta.get("robot", "")), len(joints))
+    return {"family": family, "joint_names": joints, "side": "node"}
 
 
 def run_lifecycle_node(args: argparse.Namespace, signals: Any) -> dict[str, Any]:
@@ -227,6 +241,7 @@ def _report(status: dict[str, Any]) -> dict[str, Any]:
     print(json.dumps(status, indent=1))
     lat = status["latency_us"].get("inference", {})
     print(f"RESULT mode={status.get('mode_at_stop') or status['mode']} ticks={status['ticks']} "
+          f"policy_ticks={status['policy_ticks']} published={status['published']} "
           f"deadline_misses={status['deadline_misses']} "
           f"rejected={status['rejected']} inference_p50_us={lat.get('p50', float('nan'))} "
           f"period_p99_err_ms={status['period_error_ms'].get('p99', float('nan'))}")
@@ -239,9 +254,12 @@ def run_sim2sim(args: argparse.Namespace) -> dict[str, Any]:
     from .runtime import OnnxPolicy
 
     meta = OnnxPolicy(args.bundle).metadata
-    summary_path = Path(tempfile.mkdtemp(prefix="ctrl_rl_sim2sim_")) / "bridge.json"
+    workdir = Path(tempfile.mkdtemp(prefix="ctrl_rl_sim2sim_"))
+    summary_path = workdir / "bridge.json"
+    if args.transport == "unitree":  # LowCmd carries kp and kd per motor, on both sides
+        args.command_format = "position_gains"
     cmd = [sys.executable, "-m", "ctrl_rl.deploy.sim2sim", "--transport", args.transport,
-           "--robot", args.robot or meta.get("robot") or "ctrl_quad",
+           "--robot", args.robot or bundle_robot(meta, workdir),
            "--state-rate", str(args.state_rate), "--physics-dt", str(args.physics_dt),
            "--summary", str(summary_path),
            "--command-format", args.command_format, "--latency", str(args.latency),
@@ -275,6 +293,7 @@ def run_sim2sim(args: argparse.Namespace) -> dict[str, Any]:
     try:
         time.sleep(0.5)  # let the bridge create its topics (discovery continues in the background)
         status = run_node(args)
+        died = bridge.poll()  # the bridge runs until told to stop: an exit before that is a failure
     finally:
         bridge.terminate()
         try:
@@ -291,7 +310,30 @@ def run_sim2sim(args: argparse.Namespace) -> dict[str, Any]:
                      "max_tilt": sim.get("max_tilt", float("nan")), "base_x": sim.get("base_x", float("nan")),
                      "base_y": sim.get("base_y", float("nan")), "commands": sim.get("commands", 0),
                      "deadline_misses": status["deadline_misses"]}.items()))
+    if died is not None:
+        raise Sim2SimFailure(f"the sim2sim bridge (the simulated robot) exited with status {died} before the run "
+                             "ended; its error is printed above")
+    if not status.get("policy_ticks"):
+        raise Sim2SimFailure(f"the node never ran the policy (mode {status.get('mode_at_stop') or status['mode']}, "
+                             f"waiting for: {status.get('waiting') or status.get('fault') or 'nothing'})")
     return {"node": status, "bridge": sim}
+
+
+class Sim2SimFailure(RuntimeError):
+    """sim2sim ran but did not show the policy driving the simulated robot (the command exits 1)."""
+
+
+def bundle_robot(meta: dict[str, Any], workdir: Path) -> str:
+    """The robot a bundle was trained on, for the bridge: its config as the bundle carries it (written
+    to a YAML in ``workdir``), else its name (bundles from before the config was carried)."""
+    config = meta.get("robot_config")
+    if not config:
+        return str(meta.get("robot") or "ctrl_quad")
+    import yaml
+
+    path = workdir / f"{config['name']}.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return str(path)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -340,6 +382,11 @@ def main(argv: list[str]) -> None:
     args = build_parser().parse_args(argv)
     try:
         args.func(args)
+    except Sim2SimFailure as e:
+        print(f"ctrl-rl deploy: sim2sim failed: {e}", file=sys.stderr)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(1)
     except (ValueError, FileNotFoundError, PermissionError, ImportError) as e:
         if os.environ.get("CTRL_RL_DEBUG"):
             raise

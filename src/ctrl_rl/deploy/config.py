@@ -107,6 +107,10 @@ class NodeParams:
     command_joint_names: list[str] = field(default_factory=list)
     """Joint order of the outgoing array (the controller's ``joints``); empty = the bundle's order.
     Must name exactly the bundle's joints (checked at start-up)."""
+    unitree_family: str = "auto"
+    """``--transport unitree``: the robot's low-level message package, ``go`` (``unitree_go``: Go2-style
+    quadrupeds) or ``hg`` (``unitree_hg``: G1, H1-2); ``auto`` = from the bundle's robot
+    (``deploy/unitree_msgs.py: family_for``)."""
     realtime_priority: int = 0
     """SCHED_FIFO priority (1-99) of the control thread, as robot control loops run; 0 = normal
     scheduling. Needs root or an rtprio limit (``ulimit -r``); refused with a warning otherwise."""
@@ -130,11 +134,13 @@ class NodeParams:
         if isinstance(self.qos, dict):
             self.qos = from_flat(QosParams, self.qos, "qos.")
         for name, tp in (("bundle", str), ("rate_hz", float), ("command_format", str), ("passive_output", str),
-                         ("height_map_topic", str),
+                         ("height_map_topic", str), ("unitree_family", str),
                          ("command_joint_names", list[str]), ("realtime_priority", int), ("record_dir", str)):
             setattr(self, name, check_value(name, getattr(self, name), tp))
         if self.command_format not in COMMAND_FORMATS:
             raise ValueError(f"command_format must be one of {COMMAND_FORMATS}, got '{self.command_format}'")
+        if self.unitree_family not in ("auto", "go", "hg"):
+            raise ValueError(f"unitree_family must be auto, go or hg, got '{self.unitree_family}'")
         if self.passive_output not in PASSIVE_OUTPUTS:
             raise ValueError(f"passive_output must be one of {PASSIVE_OUTPUTS}, got '{self.passive_output}'")
         if not 0 <= self.realtime_priority <= 99:

@@ -95,7 +95,7 @@ class DeployNode:
         self.latency = LatencyStats(STAGES)
         self.timer = LoopTimer(1.0 / self.rate_hz)
         self.counters = {"joint_state": 0, "imu": 0, "cmd_vel": 0, "height_map": 0, "rejected": 0, "published": 0,
-                         "clamped": 0, "policy_faults": 0}
+                         "clamped": 0, "policy_faults": 0, "policy_ticks": 0}
         """``clamped``: commands in which :func:`~ctrl_rl.deploy.safety.clamp_targets` moved a target."""
         self.last_rejection = ""
         self.last_clamp = ""
@@ -331,6 +331,7 @@ class DeployNode:
         lat.add("read", t1 - t0)
         targets = obs = actions = signals = None
         if mode == Mode.POLICY:
+            self.counters["policy_ticks"] += 1
             signals = self._signals(joints, imu, cmd, height)
             obs = self.policy.observation(signals)
             t2 = time.perf_counter_ns()

@@ -355,6 +355,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--physics-dt", type=float, default=0.002, help="s; 0 = the model's timestep")
     ap.add_argument("--state-rate", type=float, default=500.0, help="JointState/Imu rate (Hz)")
     ap.add_argument("--command-format", choices=("position", "position_gains"), default="position")
+    ap.add_argument("--unitree-family", choices=("go", "hg"), default=None,
+                    help="--transport unitree: the robot's message package (default: from the robot)")
     ap.add_argument("--joint-order", default="", help="comma-separated joint names, or 'reversed'")
     ap.add_argument("--cmd-vel", type=float, nargs=3, default=None, metavar=("VX", "VY", "WZ"))
     ap.add_argument("--noise", type=float, nargs=3, default=(0.0, 0.0, 0.0), metavar=("POS", "VEL", "GYRO"))
@@ -382,7 +384,18 @@ def main(argv: list[str] | None = None) -> None:
                        limb_collisions=not args.no_limb_collisions,
                        terrain_cell=tuple(args.terrain_cell) if args.terrain_cell else None,
                        height_map=json.loads(args.height_map) if args.height_map else None)
-    transport = make_transport(args.transport, namespace=args.namespace, node_name="ctrl_rl_sim2sim")
+    unitree = None
+    if args.transport == "unitree":  # the bridge plays the robot's side of Unitree's protocol
+        from ctrl_rl.robots.robot import load_robot
+
+        from .unitree_msgs import family_for
+
+        robot = load_robot(args.robot)
+        cfg.command_format = "position_gains"
+        unitree = {"family": args.unitree_family or family_for(robot.name, robot.num_joints),
+                   "joint_names": list(robot.joint_names), "side": "robot"}
+    transport = make_transport(args.transport, namespace=args.namespace, node_name="ctrl_rl_sim2sim",
+                               unitree=unitree)
     bridge = Sim2SimBridge(cfg, transport)
     try:
         summary = bridge.run(args.duration, args.summary)

@@ -97,9 +97,15 @@ class VelocityTask:
             torch.tensor(cfg.fixed_command, device=device, dtype=torch.float32)
 
     @classmethod
-    def build_model(cls, cfg: VelocityTaskConfig, robot: RobotConfig) -> tuple[mujoco.MjModel, SensorLayout]:
-        """The model this task runs on (the robot on flat ground; rough terrain adds its heightfield)."""
-        return build_model(robot)
+    def build_model(cls, cfg: VelocityTaskConfig, robot: RobotConfig,
+                    visuals: bool = False) -> tuple[mujoco.MjModel, SensorLayout]:
+        """The model this task runs on (the robot on flat ground; rough terrain adds its heightfield);
+        ``visuals``: with the robot's visual meshes (rendering), else without."""
+        return build_model(robot, visuals=visuals)
+
+    def render_model(self) -> mujoco.MjModel:
+        """The training model plus its visual meshes: the same bodies and joints, for rendering."""
+        return type(self).build_model(self.cfg, self.robot, visuals=True)[0]
 
     def extra_policy_terms(self) -> tuple[ObsTerm, ...]:
         """Terms a variant appends to the actor's observation (none here)."""
@@ -321,6 +327,7 @@ class VelocityTask:
         r = self.robot
         return {
             "robot": r.name,
+            "robot_config": r.bundle_dict(),  # sim2sim rebuilds a user's robot from this
             "obs_terms": [t.to_dict() for t in self.obs_terms["policy"]],
             "joint_names": list(r.joint_names),
             "default_pose": list(r.default_pose),

@@ -19,6 +19,7 @@ estimator delivers too — on every backend alike.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
@@ -28,6 +29,9 @@ from typing import Any
 import mujoco
 import numpy as np
 import yaml
+
+from .mjcf_edits import add_floor_if_missing, filter_collisions, set_armature, strip_visual_meshes
+from .packages import SCHEME, RobotModelNotFetched, resolve
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +69,13 @@ class RobotConfig:
     """Base height (m) of the default pose standing on flat ground: where resets place it. Not
     given: derived from the model, the default pose's lowest foot (or, without feet, lowest
     colliding geom) on the ground (:func:`standing_height`)."""
+    collide: tuple[str, ...] = ()
+    """The robot's geoms that collide, as names or regular expressions (``feet``: the foot geoms);
+    every other geom of the robot is made non-colliding. Empty: the MJCF's own settings (mjlab's
+    Go1 lets only its feet touch the ground; a raw MJCF often lets every limb collide)."""
+    armature: tuple[float, ...] = ()
+    """Rotor armature per joint (kg m^2: rotor inertia x gear ratio^2), one value, one per joint or
+    per leg; empty: the MJCF's."""
     mirror: tuple[tuple[str, str, int], ...] = ()
     """Left/right mirror of the joints, for symmetry augmentation: ``(a, b, s)`` means
     mirror(a) = s·b and mirror(b) = s·a; a centre joint maps to itself (``(waist, waist, -1)``).
@@ -88,7 +99,22 @@ class RobotConfig:
             sign[index[a]] = sign[index[b]] = s
         return perm, sign
 
+    def bundle_dict(self) -> dict[str, Any]:
+        """The config as a deploy bundle carries it (plain JSON types), so sim2sim rebuilds this robot
+        anywhere the model resolves: a ``pkg:`` model as written, a file as its absolute path."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name != "source" and value is not None and value != ():
+                out[f.name] = json.loads(json.dumps(value))  # tuples -> lists
+        if not self.mjcf.startswith(SCHEME):
+            out["mjcf"] = str(self.mjcf_path().resolve())
+        return out
+
     def mjcf_path(self) -> Path:
+        """The MJCF file; a ``pkg:`` model resolves into the fetched package (``robots/packages.py``)."""
+        if self.mjcf.startswith(SCHEME):
+            return resolve(self.mjcf)
         path = Path(self.mjcf)
         if not path.is_absolute() and self.source:
             path = Path(self.source).parent / path
@@ -127,15 +153,24 @@ class RobotConfig:
         if len(raw["default_pose"]) != n:
             raise ValueError(f"{path}: default_pose has {len(raw['default_pose'])} values for {n} joints")
         values["default_pose"] = tuple(float(v) for v in raw["default_pose"])
-        for key in ("kp", "kd", "torque_limits"):
+        for key in ("kp", "kd", "torque_limits") + (("armature",) if "armature" in raw else ()):
             values[key] = per_joint(key)
+        values["collide"] = tuple(raw.get("collide") or ())
         values["mirror"] = _parse_mirror(path, raw.get("mirror") or [], values["joint_names"])
         values["source"] = str(path.resolve())
         robot = cls(**values)
-        if robot.init_height is None and robot.mjcf_path().is_file():  # the default pose's feet on the ground
+        if robot.init_height is None and _available(robot):  # the default pose's feet on the ground
             model = mujoco.MjModel.from_xml_path(str(robot.mjcf_path()))
             robot = replace(robot, init_height=standing_height(model, robot))
         return robot
+
+
+def _available(robot: RobotConfig) -> bool:
+    """Whether the robot's MJCF is on this machine (a packaged model may not be fetched yet)."""
+    try:
+        return robot.mjcf_path().is_file()
+    except RobotModelNotFetched:
+        return False
 
 
 def _parse_mirror(path: Path, entries: Any, joints: tuple[str, ...]) -> tuple[tuple[str, str, int], ...]:
@@ -203,16 +238,24 @@ def _find_geom_body(spec: mujoco.MjSpec, geom_name: str) -> Any:
 
 
 def build_model(robot: RobotConfig, scene: Callable[[mujoco.MjSpec], None] | None = None,
-                ) -> tuple[mujoco.MjModel, SensorLayout]:
-    """Compile the robot's MJCF with the config's actuators and the canonical sensors.
+                visuals: bool = False) -> tuple[mujoco.MjModel, SensorLayout]:
+    """Compile the robot's MJCF with the YAML's collisions and armature, a floor where it has none,
+    the config's actuators and the canonical sensors (``robots/mjcf_edits.py``).
 
-    ``scene(spec)`` edits the loaded MJCF first, e.g. puts a generated terrain in place of
-    the ground plane (``ctrl_rl.robots.terrain.add_to_spec``).
+    ``scene(spec)`` edits the MJCF after the robot's own edits, e.g. puts a generated terrain in
+    place of the ground plane (``ctrl_rl.robots.terrain.add_to_spec``). ``visuals``: keep mesh
+    geoms that neither collide nor carry mass (rendering); training models leave them out.
     """
     path = robot.mjcf_path()
     if not path.is_file():
         raise FileNotFoundError(f"robot {robot.name}: MJCF {path} does not exist")
     spec = mujoco.MjSpec.from_file(str(path))
+    if spec.body(robot.base_body) is None:
+        raise ValueError(f"robot {robot.name}: base_body {robot.base_body!r} is not in {path.name}")
+    if robot.collide:
+        filter_collisions(spec, robot.base_body, robot.collide, robot.foot_geoms, robot.name)
+    if not visuals:
+        strip_visual_meshes(spec)
     if scene is not None:
         scene(spec)
     add_floor_if_missing(spec, robot.name)
@@ -222,8 +265,8 @@ def build_model(robot: RobotConfig, scene: Callable[[mujoco.MjSpec], None] | Non
         raise ValueError(f"robot {robot.name}: joints {missing} are not in {path.name}; "
                          f"its joints are {sorted(n for n in joints if n)}")
     base = spec.body(robot.base_body)
-    if base is None:
-        raise ValueError(f"robot {robot.name}: base_body {robot.base_body!r} is not in {path.name}")
+    if robot.armature:
+        set_armature(spec, robot.joint_names, robot.armature)
 
     for act in list(spec.actuators):
         spec.delete(act)
@@ -249,7 +292,8 @@ def build_model(robot: RobotConfig, scene: Callable[[mujoco.MjSpec], None] | Non
     add(name="imu_gyro", type=S.mjSENS_GYRO, objtype=O.mjOBJ_SITE, objname=imu)
     add(name="imu_acc", type=S.mjSENS_ACCELEROMETER, objtype=O.mjOBJ_SITE, objname=imu)
     add(name="base_lin_vel", type=S.mjSENS_VELOCIMETER, objtype=O.mjOBJ_SITE, objname=imu)
-    add(name="base_pos", type=S.mjSENS_FRAMEPOS, objtype=O.mjOBJ_SITE, objname=imu)
+    # the base body's frame, not the IMU's: init_height and the height terms are the base origin's
+    add(name="base_pos", type=S.mjSENS_FRAMEPOS, objtype=O.mjOBJ_XBODY, objname=robot.base_body)
     add(name="base_contact", type=S.mjSENS_TOUCH, objtype=O.mjOBJ_SITE, objname="ctrl_rl_base_zone")
     for foot in robot.foot_geoms:
         body = _find_geom_body(spec, foot)
@@ -294,20 +338,6 @@ def set_physics(model: mujoco.MjModel, physics_dt: float, decimation: int, itera
     model.opt.iterations = int(iterations)
     model.opt.ls_iterations = int(ls_iterations)
     model.opt.tolerance = float(tolerance)
-
-
-GROUND_TYPES = (mujoco.mjtGeom.mjGEOM_PLANE, mujoco.mjtGeom.mjGEOM_HFIELD)
-
-
-def add_floor_if_missing(spec: mujoco.MjSpec, robot: str) -> bool:
-    """A ground plane where the MJCF has none (Menagerie's and mjlab's robot files carry no floor):
-    without one the robot falls through the world. Returns whether one was added."""
-    if any(g.type in GROUND_TYPES for g in spec.worldbody.geoms):
-        return False
-    spec.worldbody.add_geom(name="ctrl_rl_floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05],
-                            contype=1, conaffinity=1)
-    log.info("robot %s: its MJCF has no ground; added a floor plane at z=0", robot)
-    return True
 
 
 def standing_height(model: mujoco.MjModel, robot: RobotConfig) -> float:

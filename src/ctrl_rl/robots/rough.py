@@ -82,7 +82,8 @@ class RoughVelocityTask(VelocityTask):
     graph_safe = False  # the height scan casts rays through the physics inside observe; the curriculum reads the host
 
     @classmethod
-    def build_model(cls, cfg: VelocityTaskConfig, robot: RobotConfig) -> tuple[mujoco.MjModel, SensorLayout]:
+    def build_model(cls, cfg: VelocityTaskConfig, robot: RobotConfig,
+                    visuals: bool = False) -> tuple[mujoco.MjModel, SensorLayout]:
         assert isinstance(cfg, RoughVelocityTaskConfig)
         terrain = generate(cfg.terrain)
 
@@ -91,7 +92,7 @@ class RoughVelocityTask(VelocityTask):
             if cfg.limb_collisions:
                 add_limb_colliders(spec)
 
-        return build_model(robot, scene)
+        return build_model(robot, scene, visuals=visuals)
 
     def __init__(self, cfg: RoughVelocityTaskConfig, robot: RobotConfig, model: mujoco.MjModel,
                  layout: SensorLayout, num_envs: int, device: torch.device) -> None:

@@ -117,6 +117,7 @@ class MjVecEnv(VecEnv):
         self.episode_length = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
         self.episode_return = torch.zeros(self.num_envs, device=self.device)
         self._renderer: Any = None
+        self._render_model: mujoco.MjModel | None = None
         self._steps = 0
         self.cuda_graph = bool(cuda_graph)
         if self.cuda_graph:
@@ -242,9 +243,17 @@ class MjVecEnv(VecEnv):
         """An RGB frame of world ``env_idx`` (offscreen; see ``ctrl_rl.sims.render``)."""
         from .render import OffscreenRenderer
 
-        if self._renderer is None:
-            self._renderer = OffscreenRenderer(self.physics.model)
-        return self._renderer.render(self.physics.env_data(env_idx))
+        data = self.physics.env_data(env_idx)
+        if self._renderer is None:  # the task's model with its visual meshes, where it has one
+            make = getattr(self.task, "render_model", None)
+            self._render_model = make() if make is not None else self.physics.model
+            self._renderer = OffscreenRenderer(self._render_model)
+        if self._render_model is not self.physics.model:  # same joints, more geoms: pose it there
+            shown = mujoco.MjData(self._render_model)
+            shown.qpos[:], shown.time = data.qpos, data.time
+            mujoco.mj_forward(self._render_model, shown)
+            data = shown
+        return self._renderer.render(data)
 
     def close(self) -> None:
         self.physics.close()

@@ -1,8 +1,9 @@
-"""Transports for the deploy node and the sim2sim bridge: one protocol, two implementations.
+"""Transports for the deploy node and the sim2sim bridge: one protocol, three implementations.
 
 ``dds``: plain DDS through PyPI ``cyclonedds`` in ROS 2's wire format (no ROS install needed);
 ``ros2``: rclpy (a ROS 2 install or PyPI ``ros-rclpy`` wheels). Both interoperate with ROS 2
-nodes on the same domain.
+nodes on the same domain. ``unitree``: Unitree's ``LowCmd``/``LowState`` for the robot link, plain
+DDS for the rest (``transports/unitree.py``).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class Transport(Protocol):
         ...
 
 
-TRANSPORTS = ("dds", "rclpy")
+TRANSPORTS = ("dds", "rclpy", "unitree")
 
 
 def split_stamp(t: float) -> tuple[int, int]:
@@ -55,8 +56,15 @@ def stamp_seconds(t: Any) -> float:
 
 
 def make_transport(name: str, namespace: str = "", domain_id: int | None = None,
-                   node_name: str = "ctrl_rl") -> Transport:
-    """``'dds'`` or ``'rclpy'``; errors name the install that is missing."""
+                   node_name: str = "ctrl_rl", unitree: dict[str, Any] | None = None) -> Transport:
+    """``'dds'``, ``'rclpy'`` or ``'unitree'`` (``unitree``: ``family`` go|hg, ``joint_names``,
+    ``side`` node|robot); errors name the install that is missing."""
+    if name == "unitree":
+        from ..unitree_msgs import FAMILIES
+        from .unitree import UnitreeTransport
+
+        opts = dict(unitree or {})
+        return UnitreeTransport(FAMILIES[opts.pop("family")], namespace=namespace, domain_id=domain_id, **opts)
     if name == "dds":
         from .dds import DdsTransport
 

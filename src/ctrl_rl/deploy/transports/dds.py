@@ -246,7 +246,13 @@ CONVERTERS: dict[type, tuple[type[IdlStruct], Callable[[Any], IdlStruct], Callab
 """Neutral class -> (IDL class, to_idl, from_idl); keys are exactly ``messages.MESSAGE_TYPES``."""
 
 
+def _same(x: Any) -> Any:
+    return x
+
+
 def _converter(msg_type: type):
+    if isinstance(msg_type, type) and issubclass(msg_type, IdlStruct):  # a vendor's own IDL type, as is
+        return msg_type, _same, _same
     try:
         return CONVERTERS[msg_type]
     except KeyError:
