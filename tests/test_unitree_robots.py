@@ -70,9 +70,10 @@ def test_collide_and_armature_reach_the_model() -> None:
     assert model.dof_armature[dofs].tolist() == pytest.approx(list(robot.armature))
 
 
-def test_a_unitree_robot_trains_through_the_cli(tmp_path) -> None:
+@pytest.mark.parametrize("name", sorted(ROBOTS))
+def test_a_unitree_robot_trains_through_the_cli(name: str, tmp_path) -> None:
     from ctrl_rl.app.train import train
 
-    run = train(["task=quadruped_velocity_flat", "robot=unitree_go1", "env.num_envs=8", "algo.num_steps_per_env=8",
+    run = train([f"task={ROBOTS[name]}", f"robot={name}", "env.num_envs=8", "algo.num_steps_per_env=8",
                  "runner.max_iterations=2", f"runner.log_root={tmp_path}", "runner.progress=false"])
     assert (run / "model_2.pt").is_file()

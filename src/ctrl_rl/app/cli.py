@@ -47,9 +47,19 @@ def _die(msg: str, code: int = 2) -> None:
 
 
 def _tasks_text() -> str:
-    from ctrl_rl.sims import list_tasks
+    from ctrl_rl.sims import SIMS
+    from ctrl_rl.utils.extras import missing
 
-    return "\n".join(f"  sim={sim}: {', '.join(tasks)}" for sim, tasks in list_tasks().items())
+    lines = []
+    for sim in sorted(SIMS):
+        try:
+            lines.append(f"  sim={sim}: {', '.join(SIMS[sim].tasks())}")
+        except ModuleNotFoundError as exc:  # a backend whose extra is not installed: say which
+            message = missing(exc, f"sim={sim}")
+            if message is None:
+                raise
+            lines.append(f"  sim={sim}: (unavailable: {message})")
+    return "\n".join(lines)
 
 
 def _algos_text() -> str:
@@ -261,6 +271,7 @@ def main(argv: list[str] | None = None) -> None:
     from ctrl_rl.export.onnx_policy import ParityError
     from ctrl_rl.utils.files import describe_os_error
     from ctrl_rl.utils.guards import NonFiniteError
+    from ctrl_rl.utils.extras import missing
     from ctrl_rl.utils.interrupts import Interrupted
     from ctrl_rl.utils.video import VideoUnavailableError
 
@@ -287,6 +298,11 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         raise SystemExit(130) from None
+    except ModuleNotFoundError as exc:  # an optional dependency: one line naming its extra
+        message = missing(exc, f"ctrl-rl {args.command}")
+        if message is None:
+            raise
+        _die(message)
     finally:
         distributed.shutdown()  # under torchrun: leave the process group cleanly
 

@@ -250,6 +250,12 @@ def _report(status: dict[str, Any]) -> dict[str, Any]:
 
 def run_sim2sim(args: argparse.Namespace) -> dict[str, Any]:
     """The bridge as a child process, the node here; both on the same topics over ``--transport``."""
+    import importlib.util
+
+    needed = ["mujoco", *(["cyclonedds"] if args.transport in ("dds", "unitree") else [])]
+    for module in needed:  # before the bridge starts: its traceback would come first
+        if importlib.util.find_spec(module) is None:
+            raise ModuleNotFoundError(f"No module named '{module}'", name=module)
     args.bundle = args.bundle or args.bundle_pos
     from .runtime import OnnxPolicy
 
@@ -390,7 +396,9 @@ def main(argv: list[str]) -> None:
     except (ValueError, FileNotFoundError, PermissionError, ImportError) as e:
         if os.environ.get("CTRL_RL_DEBUG"):
             raise
-        print(f"ctrl-rl deploy: error: {e}", file=sys.stderr)
+        from ctrl_rl.utils.extras import missing
+
+        print(f"ctrl-rl deploy: error: {missing(e, f'ctrl-rl deploy {args.command}') or e}", file=sys.stderr)
         sys.stderr.flush()
         sys.stdout.flush()
         # os._exit: no interpreter teardown racing transport threads (rclpy's C++ threads once

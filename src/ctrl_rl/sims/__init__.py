@@ -194,10 +194,25 @@ def _make_gymnasium(
     return GymnasiumVecEnv(task, num_envs, device, seed, **kw)
 
 
-def _mujoco_tasks() -> list[str]:
+def _robot_tasks(*modules: str) -> list[str]:
+    """The robot tasks, once ``modules`` import (a missing one raises naming itself: the CLIs turn that
+    into the extra to install, where an empty list would read as "no such task")."""
+    import importlib.util
+
     from ctrl_rl.robots import tasks
 
+    for module in modules:  # found, not imported: warp's import is slow and talks about CUDA
+        if importlib.util.find_spec(module) is None:
+            raise ModuleNotFoundError(f"No module named '{module}'", name=module)
     return sorted(tasks())
+
+
+def _mujoco_tasks() -> list[str]:
+    return _robot_tasks("mujoco")
+
+
+def _mjwarp_tasks() -> list[str]:
+    return _robot_tasks("mujoco", "mujoco_warp")
 
 
 def _make_mujoco(task: str, num_envs: int, device: str | torch.device, seed: int | None, **kw: object) -> VecEnv:
@@ -223,7 +238,7 @@ def _make_mjwarp(task: str, num_envs: int, device: str | torch.device, seed: int
 
 register_sim("torch", _make_torch, _torch_tasks, closed=True)
 register_sim("mujoco", _make_mujoco, _mujoco_tasks, renders=True, closed=True)
-register_sim("mjwarp", _make_mjwarp, _mujoco_tasks, renders=True, closed=True,
+register_sim("mjwarp", _make_mjwarp, _mjwarp_tasks, renders=True, closed=True,
              physics=("deterministic", "nconmax", "njmax", "cuda_graph"))
 register_sim("gymnasium", _make_gymnasium, _gymnasium_tasks)
 
