@@ -269,9 +269,9 @@ def main(argv: list[str] | None = None) -> None:
     from ctrl_rl.config import ConfigError
     from ctrl_rl.env import RenderUnavailableError, SimulationError
     from ctrl_rl.export.onnx_policy import ParityError
+    from ctrl_rl.utils.extras import missing
     from ctrl_rl.utils.files import describe_os_error
     from ctrl_rl.utils.guards import NonFiniteError
-    from ctrl_rl.utils.extras import missing
     from ctrl_rl.utils.interrupts import Interrupted
     from ctrl_rl.utils.video import VideoUnavailableError
 
