@@ -86,7 +86,7 @@ def _c_layout(fields: list[Field]) -> tuple[str, int]:
             part = f"{count}{kind}"
         pad = -offset % sub_align
         fmt += "x" * pad + part
-        offset += pad + size * (count if isinstance(kind, tuple) else count)
+        offset += pad + size * count
         align = max(align, sub_align)
     return fmt + "x" * (-offset % align), align
 

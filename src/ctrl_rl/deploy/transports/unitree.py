@@ -54,6 +54,7 @@ class UnitreeTransport:
         self.family, self.side = family, side
         self.joint_names = list(joint_names)
         self.motor = np.array([family.motors.index(j) for j in joint_names])
+        self._motor_of = {name: int(i) for name, i in zip(self.joint_names, self.motor, strict=True)}
         self.dds = DdsTransport(namespace=namespace, domain_id=domain_id, localhost_only=localhost_only)
         self.stats = {"lowstate": 0, "lowcmd": 0, "bad_crc": 0, "stale_tick": 0}
         self._state_callbacks: dict[type, list[Callable[[Any], None]]] = {m.JointState: [], m.Imu: []}
@@ -159,7 +160,7 @@ class UnitreeTransport:
         """A ``LowState`` of the robot's joints (by name) and IMU, with a millisecond tick that always
         advances, and its CRC."""
         s = self.family.low_state.zero()
-        index = {name: i for name, i in zip(self.joint_names, self.motor, strict=True)}
+        index = self._motor_of
         for name, q, dq, tau in zip(joints.name, joints.position, joints.velocity,
                                     joints.effort if len(joints.effort) else np.zeros(len(joints.name)), strict=True):
             motor = s.motor_state[index[name]]
