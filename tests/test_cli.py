@@ -27,7 +27,8 @@ def ctrl_rl(*args: str, cwd=None) -> subprocess.CompletedProcess:
                        "torch"),
         ("algo.critic_obs=[privileged]", "names observation group(s) ['privileged']"),
         ("tune=fastest", "unknown tune 'fastest'; choose one of: cts_quadruped_velocity_flat, "),
-        ("+task.kwargs.gravity=5", "task 'pendulum' has no parameter 'gravity' (task.kwargs); valid: g, m, l"),
+        ("+task.kwargs.gravity=5",
+         "task 'pendulum' has no parameter 'gravity' (task.kwargs); valid: max_episode_length, g, m, l"),
         ("env.num_envs=1 algo.num_steps_per_env=4", "algo.num_minibatches: a batch of 4 samples"),
         pytest.param("device=cuda", "device: 'cuda' is not available on this machine",
                      marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")),
@@ -141,3 +142,21 @@ def test_train_help_prints_every_task_parameter_and_config_refuses_a_wrong_one(c
     assert "task.kwargs.decimation=2 " in out
     with pytest.raises(ConfigError, match="no parameter 'decimaton'.*valid: .*decimation"):
         load_train_config(["task=quadruped_velocity_flat", "task.kwargs.decimaton=2"])
+
+
+@pytest.mark.parametrize("task", ["bimodal_bandit", "cartpole_balance", "pendulum", "point_mass"])
+def test_every_torch_task_parameter_has_a_description_in_help(task, capsys):
+    """The torch tasks' parameters are typed dataclass fields, each with its description in ``--help``."""
+    import dataclasses
+
+    from ctrl_rl.app.cli import main
+    from ctrl_rl.sims.torch_envs import TASKS
+
+    with pytest.raises(SystemExit) as stop:
+        main(["train", f"task={task}", "--help"])
+    assert stop.value.code == 0
+    rows = {row.strip().split("=", 1)[0]: row for row in capsys.readouterr().out.splitlines()
+            if row.strip().startswith("task.kwargs.")}
+    for f in dataclasses.fields(TASKS[task].Params):
+        name, value, doc = rows[f"task.kwargs.{f.name}"].strip().partition(" ")
+        assert len(doc.strip()) > 10 and not doc.strip().startswith("("), (f.name, doc)

@@ -18,7 +18,7 @@ from ctrl_rl.app import cli
 from ctrl_rl.app.configure import config_dir, load_train_config
 from ctrl_rl.config_onpolicy import PPOConfig
 from ctrl_rl.sims.torch_envs import register_task
-from ctrl_rl.sims.torch_envs.base import State, TorchVecEnv
+from ctrl_rl.sims.torch_envs.base import State, TaskParams, TorchVecEnv
 from ctrl_rl.utils.docs import field_docs
 
 # ---- a learner: vanilla policy gradient with a baseline (A2C's loss), on PPO's machinery ----------
@@ -48,6 +48,12 @@ def make_a2c(cfg, obs_dims, action_dim, num_envs, device, **kw):
 # ---- a task: drive a 1-D point to the origin -----------------------------------------------------
 
 
+@dataclasses.dataclass
+class Reach1DParams(TaskParams):
+    speed: float = 0.1
+    """Distance moved per unit action and step."""
+
+
 class Reach1D(TorchVecEnv):
     """A point at x in [-1, 1] moved by 0.1 a per step; reward -|x|."""
 
@@ -55,10 +61,10 @@ class Reach1D(TorchVecEnv):
     obs_dims = {"policy": 1}
     max_episode_length = 20
     step_dt = 0.1
+    Params = Reach1DParams
 
-    def __init__(self, num_envs, device="cpu", seed=None, *, speed: float = 0.1, max_episode_length=None):
-        self.speed = speed
-        super().__init__(num_envs, device, seed, max_episode_length)
+    def _configure(self, params: Reach1DParams) -> None:
+        self.speed = params.speed
 
     def _initial_state(self) -> State:
         return {"x": self._uniform(-1.0, 1.0, 1)}
@@ -107,6 +113,7 @@ def test_a_learner_and_a_task_from_this_file_alone_go_through_every_command(tmp_
     ctrl_rl("train", "algo=a2c_test", "task=reach_1d", "--help")
     text = capsys.readouterr().out
     assert "algo.num_learning_epochs=1" in text and "Passes over the batch" in text  # inherited docs
+    assert "task.kwargs.speed=0.1" in text and "Distance moved per unit action" in text  # the task's own
 
 
 # ---- one place per default -----------------------------------------------------------------------

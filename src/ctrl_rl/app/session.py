@@ -1,18 +1,15 @@
-"""Building the pieces a command needs from a config or a checkpoint (shared by the CLI)."""
+"""The env and the policy a command needs, from a config or a checkpoint (train, eval, play, export and
+collect share them): the env checked against the machine's memory and the policy's spaces, the device
+checked before any work."""
 
 from __future__ import annotations
 
-import dataclasses
-import datetime as dt
-import logging
 import os
-from pathlib import Path
-from typing import Any
 
 import torch
 
-from ctrl_rl.algos.checkpoints import find_checkpoint, inference_learner, load_checkpoint, on_this_machine, task_root
-from ctrl_rl.app.configure import apply_overrides, config_yaml
+from ctrl_rl.algos.checkpoints import find_checkpoint, inference_learner, load_checkpoint, on_this_machine
+from ctrl_rl.app.configure import apply_overrides
 from ctrl_rl.config import TrainConfig
 from ctrl_rl.env import VecEnv
 
@@ -20,8 +17,6 @@ MIN_BYTES_PER_ENV_STEP = 64
 """A floor on what one env step costs in a rollout (observation, action, log-prob, value, reward,
 flags: at least 16 float32s), for refusing an impossible ``env.num_envs`` before allocating."""
 
-
-log = logging.getLogger(__name__)
 
 def physical_memory() -> int:
     """Bytes of RAM on this machine (0 where the OS does not say)."""
@@ -58,46 +53,6 @@ def build_env(cfg: TrainConfig, num_envs: int | None = None, seed: int | None = 
             raise
         raise ConfigError(f"env.num_envs={n}: building the env ran out of memory ({str(e).splitlines()[0][:120]}); "
                           "lower env.num_envs") from None
-
-
-def new_run_dir(cfg: TrainConfig) -> Path:
-    stamp = dt.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-    name = f"{stamp}_{cfg.runner.run_name}" if cfg.runner.run_name else stamp
-    run = task_root(cfg) / name
-    suffix = 1
-    while run.exists():  # two runs started in the same second
-        run = task_root(cfg) / f"{name}_{suffix}"
-        suffix += 1
-    try:
-        (run / "params").mkdir(parents=True)
-    except OSError as e:  # read-only or full log root: one line naming where, and the key to change
-        raise OSError(e.errno, f"{e.strerror} (creating the run directory; set runner.log_root=<a writable "
-                               "directory>)", e.filename) from None
-    return run
-
-
-def write_params(run_dir: Path, cfg: TrainConfig, overrides: list[str], prefix: str = "") -> None:
-    """``params/<prefix>config.yaml`` and ``<prefix>overrides.yaml`` (a resume adds its own pair)."""
-    params = run_dir / "params"
-    params.mkdir(parents=True, exist_ok=True)
-    (params / f"{prefix}config.yaml").write_text(config_yaml(cfg))
-    (params / f"{prefix}overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides) or "[]\n")
-
-
-def report_config_drift(saved: TrainConfig, current: TrainConfig) -> list[str]:
-    """Keys whose value differs between a checkpoint's config and the one resuming it."""
-    ignore = {"runner.checkpoint", "runner.max_iterations", "runner.progress"}
-
-    def flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for k, v in d.items():
-            key = f"{prefix}{k}"
-            out.update(flat(v, key + ".") if isinstance(v, dict) else {key: v})
-        return out
-
-    a, b = flat(dataclasses.asdict(saved)), flat(dataclasses.asdict(current))
-    return [f"{k}: {a.get(k)} -> {b.get(k)}" for k in sorted(set(a) | set(b))
-            if k not in ignore and a.get(k) != b.get(k)]
 
 
 def require_device(device: str) -> None:

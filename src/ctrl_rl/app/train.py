@@ -3,24 +3,60 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import logging
 from pathlib import Path
+from typing import Any
 
 from ctrl_rl import distributed
-from ctrl_rl.algos.checkpoints import find_checkpoint, load_checkpoint
+from ctrl_rl.algos.checkpoints import find_checkpoint, load_checkpoint, task_root
 from ctrl_rl.app.configure import apply_overrides, config_yaml, load_train_config
-from ctrl_rl.app.session import (
-    build_env,
-    new_run_dir,
-    report_config_drift,
-    require_device,
-    write_params,
-)
+from ctrl_rl.app.session import build_env, require_device
 from ctrl_rl.config import TrainConfig
 from ctrl_rl.utils.checkpoint import seed_everything
 from ctrl_rl.utils.interrupts import GracefulStop
 
 log = logging.getLogger(__name__)
+
+
+def new_run_dir(cfg: TrainConfig) -> Path:
+    stamp = dt.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    name = f"{stamp}_{cfg.runner.run_name}" if cfg.runner.run_name else stamp
+    run = task_root(cfg) / name
+    suffix = 1
+    while run.exists():  # two runs started in the same second
+        run = task_root(cfg) / f"{name}_{suffix}"
+        suffix += 1
+    try:
+        (run / "params").mkdir(parents=True)
+    except OSError as e:  # read-only or full log root: one line naming where, and the key to change
+        raise OSError(e.errno, f"{e.strerror} (creating the run directory; set runner.log_root=<a writable "
+                               "directory>)", e.filename) from None
+    return run
+
+
+def write_params(run_dir: Path, cfg: TrainConfig, overrides: list[str], prefix: str = "") -> None:
+    """``params/<prefix>config.yaml`` and ``<prefix>overrides.yaml`` (a resume adds its own pair)."""
+    params = run_dir / "params"
+    params.mkdir(parents=True, exist_ok=True)
+    (params / f"{prefix}config.yaml").write_text(config_yaml(cfg))
+    (params / f"{prefix}overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides) or "[]\n")
+
+
+def report_config_drift(saved: TrainConfig, current: TrainConfig) -> list[str]:
+    """Keys whose value differs between a checkpoint's config and the one resuming it."""
+    ignore = {"runner.checkpoint", "runner.max_iterations", "runner.progress"}
+
+    def flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            key = f"{prefix}{k}"
+            out.update(flat(v, key + ".") if isinstance(v, dict) else {key: v})
+        return out
+
+    a, b = flat(dataclasses.asdict(saved)), flat(dataclasses.asdict(current))
+    return [f"{k}: {a.get(k)} -> {b.get(k)}" for k in sorted(set(a) | set(b))
+            if k not in ignore and a.get(k) != b.get(k)]
 
 
 def _make_runner(cfg: TrainConfig):

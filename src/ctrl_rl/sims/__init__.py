@@ -118,7 +118,6 @@ def task_parameters(sim: str, task: str, kwargs: dict[str, Any]) -> list[tuple[s
     None for backends whose tasks take parameters this package does not declare (gymnasium,
     Isaac Lab, mjlab, Isaac Gym: their kwargs go to the simulator's own config)."""
     import dataclasses
-    import inspect
 
     from ctrl_rl.utils.docs import field_docs
 
@@ -139,14 +138,11 @@ def task_parameters(sim: str, task: str, kwargs: dict[str, Any]) -> list[tuple[s
         if task not in TORCH_TASKS:
             return None
         env_cls = TORCH_TASKS[task]
-        params = {n: p for n, p in inspect.signature(env_cls.__init__).parameters.items()
-                  if p.kind is p.KEYWORD_ONLY or n == "max_episode_length"}
-        unknown = sorted(set(kwargs) - set(params))
-        if unknown:
-            raise ValueError(f"task {task!r} has no parameter {unknown[0]!r} (task.kwargs); valid: {', '.join(params)}")
-        return [(n, kwargs.get(n, env_cls.max_episode_length if n == "max_episode_length" and p.default is None
-                                else p.default), f"({p.annotation})" if n != "max_episode_length"
-                 else "episode length in steps (null: the task's)") for n, p in params.items()] + history
+        params, docs = env_cls.Params.make(task, **kwargs), field_docs(env_cls.Params)
+        if params.max_episode_length is None:
+            params.max_episode_length = env_cls.max_episode_length
+        return [(f.name, getattr(params, f.name), docs.get(f.name, ""))
+                for f in dataclasses.fields(params)] + history
     return None
 
 
@@ -165,14 +161,7 @@ def _make_torch(
         raise ValueError(
             f"unknown task {task!r} for sim 'torch'; choose one of: {', '.join(sorted(TASKS))}"
         )
-    import inspect
-
-    params = inspect.signature(TASKS[task].__init__).parameters
-    valid = [n for n, p in params.items() if p.kind is p.KEYWORD_ONLY or n == "max_episode_length"]
-    unknown = [k for k in kw if k not in params or k in ("self", "num_envs", "device", "seed")]
-    if unknown:
-        raise ValueError(f"task {task!r} has no parameter {unknown[0]!r} (task.kwargs); "
-                         f"valid: {', '.join(valid) or 'none'}")
+    TASKS[task].Params.make(task, **kw)  # a wrong name is refused naming the task id
     return TASKS[task](num_envs, device, seed, **kw)
 
 

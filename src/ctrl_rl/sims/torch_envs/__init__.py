@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .bandit import BimodalBanditEnv
-from .base import TorchVecEnv, wrap_to_pi
+from .base import TaskParams, TorchVecEnv, wrap_to_pi
 from .cartpole import CartpoleBalanceEnv, CartpoleSwingupEnv
 from .pendulum import PendulumEnv
 from .point_mass import PointMassEnv
@@ -19,8 +19,8 @@ TASKS: dict[str, type[TorchVecEnv]] = {
 
 
 def register_task(name: str, cls: type[TorchVecEnv]) -> None:
-    """Add (or replace) a pure-torch task: ``ctrl-rl train task=<name>`` then builds ``cls`` (its
-    keyword-only ``__init__`` parameters are the task's ``task.kwargs``)."""
+    """Add (or replace) a pure-torch task: ``ctrl-rl train task=<name>`` then builds ``cls`` (the
+    fields of its ``Params`` dataclass are the task's ``task.kwargs``, shown by ``--help``)."""
     if not (isinstance(cls, type) and issubclass(cls, TorchVecEnv)):
         raise TypeError(f"register_task({name!r}): {cls!r} is not a TorchVecEnv subclass")
     TASKS[name] = cls
@@ -29,6 +29,7 @@ def register_task(name: str, cls: type[TorchVecEnv]) -> None:
 __all__ = [
     "TASKS",
     "register_task",
+    "TaskParams",
     "BimodalBanditEnv",
     "CartpoleBalanceEnv",
     "CartpoleSwingupEnv",

@@ -13,11 +13,30 @@ them at the mean); a flow policy can put its mass on both (FPO's GridWorld resul
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from ctrl_rl.env import Obs
 
-from .base import State, TorchVecEnv, task_number
+from .base import State, TaskParams, TorchVecEnv, task_number
+
+
+@dataclasses.dataclass
+class BanditParams(TaskParams):
+    """``task.kwargs`` of ``bimodal_bandit``."""
+
+    mode: float = 0.6
+    """The two reward peaks sit at ``a = ±mode`` (0 < mode <= 1)."""
+    width: float = 0.2
+    """Standard deviation of each Gaussian bump (action units)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.mode = task_number("mode", self.mode, 0.0, strict=True)
+        self.width = task_number("width", self.width, 0.0, strict=True)
+        if self.mode > 1.0:
+            raise ValueError(f"task.kwargs.mode must be <= 1, got {self.mode!r}")
 
 
 class BimodalBanditEnv(TorchVecEnv):
@@ -28,13 +47,10 @@ class BimodalBanditEnv(TorchVecEnv):
     max_episode_length = 1
     step_dt = 1.0
 
-    def __init__(self, num_envs: int, device: str | torch.device = "cpu", seed: int | None = None, *,
-                 mode: float = 0.6, width: float = 0.2, max_episode_length: int | None = None) -> None:
-        self.mode = task_number("mode", mode, 0.0, strict=True)
-        self.width = task_number("width", width, 0.0, strict=True)
-        if self.mode > 1.0:
-            raise ValueError(f"task.kwargs.mode must be <= 1, got {mode!r}")
-        super().__init__(num_envs, device, seed, max_episode_length)
+    Params = BanditParams
+
+    def _configure(self, params: BanditParams) -> None:
+        self.mode, self.width = params.mode, params.width
 
     def _initial_state(self) -> State:
         return {"t": torch.zeros(self.num_envs, device=self.device)}

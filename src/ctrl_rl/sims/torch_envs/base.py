@@ -10,10 +10,11 @@ rows are reset with ``torch.where`` against fresh initial states sampled for *ev
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from abc import abstractmethod
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -73,6 +74,33 @@ def task_choice(name: str, value: object, choices: dict[str, object]) -> object:
     return choices[value]  # type: ignore[index]
 
 
+@dataclasses.dataclass
+class TaskParams:
+    """The parameters every pure-torch task takes (``task.kwargs.<name>``). A task declares its own
+    as a subclass, each field documented under its declaration (``--help`` prints it) and checked
+    in ``__post_init__`` with :func:`task_number` / :func:`task_choice`."""
+
+    max_episode_length: int | None = None
+    """Episode length in control steps (truncation); null: the task's own."""
+
+    def __post_init__(self) -> None:
+        if self.max_episode_length is not None:
+            steps = task_number("max_episode_length", self.max_episode_length, 1.0)
+            if not steps.is_integer():
+                raise ValueError(f"task.kwargs.max_episode_length must be a whole number of steps, got "
+                                 f"{self.max_episode_length!r}")
+            self.max_episode_length = int(steps)
+
+    @classmethod
+    def make(cls, task: str, **kwargs: Any) -> TaskParams:
+        """``cls(**kwargs)``, a wrong name refused naming the declared ones."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(kwargs) - set(names))
+        if unknown:
+            raise ValueError(f"task {task!r} has no parameter {unknown[0]!r} (task.kwargs); valid: {', '.join(names)}")
+        return cls(**kwargs)
+
+
 class TorchVecEnv(VecEnv):
     """Base of the pure-torch tasks: subclasses define the MDP, this class the contract.
 
@@ -81,31 +109,40 @@ class TorchVecEnv(VecEnv):
     :meth:`_dynamics` and :meth:`_observe`. Actions arrive clipped to ``[-1, 1]``; the
     subclass scales them to physical units.
 
+    Parameters (``task.kwargs``) are the fields of the class's :attr:`Params`, built and checked
+    before anything else and kept as ``self.params``; :meth:`_configure` derives what the task
+    needs from them.
+
     Constructing with ``seed=s`` is the same as calling ``reset(seed=s)``; with no seed the
     generator is seeded non-deterministically (never from torch's global RNG).
     """
+
+    Params: ClassVar[type[TaskParams]] = TaskParams
 
     def __init__(
         self,
         num_envs: int,
         device: str | torch.device = "cpu",
         seed: int | None = None,
-        max_episode_length: int | None = None,
+        **params: Any,
     ) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        self.params = self.Params.make(type(self).__name__, **params)
         self.num_envs = int(num_envs)
         self.device = torch.empty(0, device=device).device  # canonical, e.g. cuda -> cuda:0
-        if max_episode_length is not None:
-            if max_episode_length < 1:
-                raise ValueError(f"max_episode_length must be >= 1, got {max_episode_length}")
-            self.max_episode_length = int(max_episode_length)
+        if self.params.max_episode_length is not None:
+            self.max_episode_length = self.params.max_episode_length
+        self._configure(self.params)
         self._generator = torch.Generator(device=self.device)
         if seed is None:
             self._generator.seed()
         self.reset(seed=seed)
 
     # ---- task hooks -------------------------------------------------------------------
+    def _configure(self, params: Any) -> None:
+        """Derive the task's constants from its checked ``params`` (before the first reset)."""
+
     @abstractmethod
     def _initial_state(self) -> State:
         """Sample an initial state for every row from ``self._generator``."""

@@ -23,13 +23,44 @@ th**2`` (the square removes the sign ambiguity at +-pi) and long episodes lose n
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
 
 from ctrl_rl.env import Obs
 
-from .base import State, TorchVecEnv, task_choice, task_number, wrap_to_pi
+from .base import State, TaskParams, TorchVecEnv, task_number, wrap_to_pi
+
+
+@dataclasses.dataclass
+class PendulumParams(TaskParams):
+    """``task.kwargs`` of ``pendulum``."""
+
+    g: float = 10.0
+    """Gravity (m/s^2); gymnasium's default."""
+    m: float = 1.0
+    """Pendulum mass (kg)."""
+    l: float = 1.0  # noqa: E741 - the reference's symbol
+    """Pendulum length (m)."""
+    physics_dtype: str = "float64"
+    """``float64``: the state is integrated in double precision (gymnasium parity, module docstring);
+    ``float32``: the same MDP, faster."""
+    observe_velocity: bool = True
+    """false: observations are (cos th, sin th) only, a partially observed task that needs memory (an
+    observation history or a recurrent policy) to swing up."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.g = task_number("g", self.g)
+        self.m = task_number("m", self.m, 0.0, strict=True)
+        self.l = task_number("l", self.l, 0.0, strict=True)
+        if isinstance(self.physics_dtype, torch.dtype):
+            self.physics_dtype = str(self.physics_dtype).removeprefix("torch.")
+        if self.physics_dtype not in ("float32", "float64"):
+            raise ValueError(f"task.kwargs.physics_dtype must be float32 or float64, got {self.physics_dtype!r}")
+        if not isinstance(self.observe_velocity, bool):
+            raise ValueError(f"task.kwargs.observe_velocity must be true or false, got {self.observe_velocity!r}")
 
 
 class PendulumEnv(TorchVecEnv):
@@ -46,35 +77,16 @@ class PendulumEnv(TorchVecEnv):
     max_speed = 8.0
     max_torque = 2.0
 
-    def __init__(
-        self,
-        num_envs: int,
-        device: str | torch.device = "cpu",
-        seed: int | None = None,
-        *,
-        g: float = 10.0,
-        m: float = 1.0,
-        l: float = 1.0,  # noqa: E741 - the reference's symbol
-        max_episode_length: int | None = None,
-        physics_dtype: torch.dtype | str = torch.float64,
-        observe_velocity: bool = True,
-    ) -> None:
-        """``observe_velocity=False``: observations are (cos θ, sin θ) only, a partially observed
-        task that needs memory (an observation history or a recurrent policy) to swing up."""
-        if not isinstance(observe_velocity, bool):
-            raise ValueError(f"task.kwargs.observe_velocity must be true or false, got {observe_velocity!r}")
-        self.observe_velocity = observe_velocity
-        self.obs_dims = {"policy": 3 if observe_velocity else 2}
-        self.g = task_number("g", g)
-        self.m = task_number("m", m, 0.0, strict=True)
-        self.l = task_number("l", l, 0.0, strict=True)
-        # from the command line: task.kwargs.physics_dtype=float32
-        self.physics_dtype = task_choice("physics_dtype", physics_dtype,
-                                         {"float32": torch.float32, "float64": torch.float64})
+    Params = PendulumParams
+
+    def _configure(self, params: PendulumParams) -> None:
+        self.g, self.m, self.l = params.g, params.m, params.l
+        self.observe_velocity = params.observe_velocity
+        self.obs_dims = {"policy": 3 if params.observe_velocity else 2}
+        self.physics_dtype = {"float32": torch.float32, "float64": torch.float64}[params.physics_dtype]
         # The reference's constant sub-expressions, folded once.
         self._gravity_coef = 3.0 * self.g / (2.0 * self.l)
         self._torque_coef = 3.0 / (self.m * self.l**2)
-        super().__init__(num_envs, device, seed, max_episode_length)
 
     def _initial_state(self) -> State:
         # Reference reset: th ~ U[-pi, pi], thdot ~ U[-1, 1].

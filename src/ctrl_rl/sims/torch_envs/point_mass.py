@@ -18,11 +18,34 @@ a cheap task to be tested on.
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from ctrl_rl.env import Obs
 
-from .base import State, TorchVecEnv, task_number
+from .base import State, TaskParams, TorchVecEnv, task_number
+
+
+@dataclasses.dataclass
+class PointMassParams(TaskParams):
+    """``task.kwargs`` of ``point_mass``."""
+
+    mass: float = 1.0
+    """Mass of the point (kg)."""
+    max_force: float = 1.0
+    """Force per unit action (N): ``F = max_force * a``."""
+    damping: float = 0.5
+    """Linear velocity damping ``c`` (1/s)."""
+    ctrl_cost: float = 0.01
+    """Weight of the ``|a|^2`` penalty in the reward."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.mass = task_number("mass", self.mass, 0.0, strict=True)
+        self.max_force = task_number("max_force", self.max_force, 0.0, strict=True)
+        self.damping = task_number("damping", self.damping, 0.0)
+        self.ctrl_cost = task_number("ctrl_cost", self.ctrl_cost, 0.0)
 
 
 class PointMassEnv(TorchVecEnv):
@@ -36,23 +59,11 @@ class PointMassEnv(TorchVecEnv):
     arena = 1.0
     target_range = 0.8
 
-    def __init__(
-        self,
-        num_envs: int,
-        device: str | torch.device = "cpu",
-        seed: int | None = None,
-        *,
-        mass: float = 1.0,
-        max_force: float = 1.0,
-        damping: float = 0.5,
-        ctrl_cost: float = 0.01,
-        max_episode_length: int | None = None,
-    ) -> None:
-        self.mass = task_number("mass", mass, 0.0, strict=True)
-        self.max_force = task_number("max_force", max_force, 0.0, strict=True)
-        self.damping = task_number("damping", damping, 0.0)
-        self.ctrl_cost = task_number("ctrl_cost", ctrl_cost, 0.0)
-        super().__init__(num_envs, device, seed, max_episode_length)
+    Params = PointMassParams
+
+    def _configure(self, params: PointMassParams) -> None:
+        self.mass, self.max_force = params.mass, params.max_force
+        self.damping, self.ctrl_cost = params.damping, params.ctrl_cost
 
     def _initial_state(self) -> State:
         return {
