@@ -14,4 +14,5 @@ python3 -m venv .venv
 bash scripts/setup_mjlab_env.sh
 # .venv-ros for the rclpy tests (ROS 2 Kilted wheels re-exec the interpreter: never in .venv; quick when built).
 bash scripts/setup_ros_env.sh
-.venv/bin/python -m pytest "$@"
+# exec: pytest gets Ctrl-C and SIGTERM itself and stops the suite (no shell in between).
+exec .venv/bin/python -m pytest "$@"

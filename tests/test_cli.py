@@ -17,10 +17,13 @@ def ctrl_rl(*args: str, cwd=None) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(
     "override,expected",
     [
-        ("task=nope", "unknown task 'nope' for sim 'torch'; choose one of: bimodal_bandit, cartpole_balance"),
+        ("task=nope", "unknown task 'nope' for sim 'torch'. Tasks by sim: sim=torch: bimodal_bandit, cartpole_balance"),
+        ("task=quadruped_velocity_flta", "unknown task 'quadruped_velocity_flta' for sim 'torch'; did you mean "
+                                         "task=quadruped_velocity_flat sim=mujoco? Tasks by sim: sim=torch: "),
         ("env.num_envs=-4", "env.num_envs: must be a positive integer, got -4"),
         ("env.num_envs=abc", "env.num_envs: expected integer, got 'abc'"),
         ("algo.learnin_rate=1e-3", "unknown config key 'algo.learnin_rate'"),
+        ("num_envs=64", "unknown config key 'num_envs' (did you mean 'env.num_envs'?); top-level keys: algo, "),
         ("algo=sacc", "unknown algo 'sacc'; choose one of: bc, cts, distillation, fpo, ppo, pql, props, residual, sac"),
         ("algo.schedule=cosine", "algo.schedule: must be one of: adaptive, fixed"),
         ("sim=bullet", "unknown sim 'bullet'; choose one of: gymnasium, isaacgym, isaaclab, mjlab, mjwarp, mujoco, "
@@ -128,17 +131,17 @@ def test_train_help_prints_every_task_parameter_and_config_refuses_a_wrong_one(c
     from ctrl_rl.app.configure import load_train_config
     from ctrl_rl.config import ConfigError
     from ctrl_rl.robots.locomotion import VelocityTaskConfig
-    from ctrl_rl.utils.docs import field_docs
+    from ctrl_rl.utils.docs import field_docs, plain
 
     with pytest.raises(SystemExit) as stop:
         main(["train", "task=quadruped_velocity_flat", "task.kwargs.decimation=2", "--help"])
     assert stop.value.code == 0
     out = capsys.readouterr().out
-    docs = field_docs(VelocityTaskConfig)
+    docs, flowing = field_docs(VelocityTaskConfig), " ".join(out.split())  # descriptions wrap at 100 columns
     for f in dataclasses.fields(VelocityTaskConfig):
         line = next((row for row in out.splitlines() if row.strip().startswith(f"task.kwargs.{f.name}=")), None)
         assert line is not None, f.name
-        assert docs[f.name][:40] in line, (f.name, line)
+        assert " ".join(plain(docs[f.name]).split())[:40] in flowing, (f.name, line)
     assert "task.kwargs.decimation=2 " in out
     with pytest.raises(ConfigError, match="no parameter 'decimaton'.*valid: .*decimation"):
         load_train_config(["task=quadruped_velocity_flat", "task.kwargs.decimaton=2"])
@@ -160,3 +163,53 @@ def test_every_torch_task_parameter_has_a_description_in_help(task, capsys):
     for f in dataclasses.fields(TASKS[task].Params):
         name, value, doc = rows[f"task.kwargs.{f.name}"].strip().partition(" ")
         assert len(doc.strip()) > 10 and not doc.strip().startswith("("), (f.name, doc)
+
+
+def test_checkpoint_errors_are_one_line_saying_what_the_folder_holds(tmp_path):
+    """A missing ``model_<it>.pt`` lists the run's checkpoints; a task folder is not called a run."""
+    run = tmp_path / "logs" / "ppo" / "pendulum" / "2026-01-01_00-00-00"
+    (run / "params").mkdir(parents=True)
+    for it in (50, 100, 7):
+        (run / f"model_{it}.pt").write_bytes(b"not read here")
+    r = ctrl_rl("eval", str(run / "model_99.pt"), cwd=tmp_path)
+    assert r.returncode != 0 and r.stderr.count("\n") == 1, r.stderr
+    held = "model_7.pt, model_50.pt, model_100.pt"
+    assert f"checkpoint '{run / 'model_99.pt'}' not found; {run} holds: {held}" in r.stderr
+    r = ctrl_rl("eval", str(run.parent), cwd=tmp_path)
+    assert r.returncode != 0 and r.stderr.count("\n") == 1, r.stderr
+    assert f"'{run.parent}' is a task folder holding 1 run(s), not a run directory; pass one run (newest: {run})" \
+        in r.stderr
+
+
+@pytest.mark.parametrize("argv,expected", [
+    ("deploy sim2sim --cmd-vel 0.5 0", "ctrl-rl deploy sim2sim: error: argument --cmd-vel: expected 3 arguments"),
+    ("deploy node --transport carrier-pigeon", "ctrl-rl deploy node: error: argument --transport: invalid choice"),
+    ("deploy", "ctrl-rl deploy: error: the following arguments are required: command"),
+    ("eval --episodes x", "ctrl-rl eval: error: argument --episodes: invalid int value: 'x'"),
+    ("tarin", "ctrl-rl: error: argument {train,"),
+])
+def test_argument_errors_are_one_line_pointing_at_help(argv, expected):
+    r = ctrl_rl(*argv.split())
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith(expected) and "--help` lists the options" in r.stderr, r.stderr
+
+
+def test_help_and_list_fit_100_columns_in_plain_text():
+    """``ctrl-rl train --help`` (every learner's keys), ``ctrl-rl --help`` and ``ctrl-rl list``: no line over
+    100 columns, no docstring markup, the value column aligned."""
+    for argv in (["train", "--help"], ["train", "task=quadruped_velocity_flat", "--help"],
+                 ["train", "algo=sac", "task=pendulum", "--help"], ["--help"], ["list"], ["eval", "--help"],
+                 ["play", "--help"], ["export", "--help"], ["collect", "--help"], ["deploy", "--help"],
+                 ["deploy", "node", "--help"], ["deploy", "sim2sim", "--help"], ["fetch-robots", "--help"]):
+        out = ctrl_rl(*argv).stdout
+        assert out.strip(), argv
+        long = [line for line in out.splitlines() if len(line) > 100]
+        assert not long, (argv, long[:3])
+        assert "``" not in out and ":func:" not in out, argv
+    rows = [line for line in ctrl_rl("train", "--help").stdout.splitlines() if line.startswith("  algo.")]
+    starts = set()
+    for line in rows:  # rows whose key=value has no space and fits the key column
+        key, _, rest = line[2:].partition(" ")
+        if rest and len(key) <= 34 and not key.endswith(","):
+            starts.add(len(line) - len(rest.lstrip()))
+    assert len(starts) == 1, starts  # one description column

@@ -168,13 +168,14 @@ def test_estop_latches_damping_and_start_stands_up_again(node_and_robot, bundle)
 
 
 @pytest.mark.slow
-def test_sim2sim_command_runs_bridge_and_node(bundle):
+def test_sim2sim_command_runs_bridge_and_node(bundle, tmp_path):
     """`ctrl-rl deploy sim2sim` as a user runs it: ends with RESULT lines, the robot standing."""
     proc = subprocess.run([sys.executable, "-m", "ctrl_rl", "deploy", "sim2sim", bundle, "--duration", "6",
                            "--set", "safety.stand_up_time=1.0", "--cmd-vel", "0", "0", "0",
                            "--joint-order", "reversed"],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "{" not in proc.stdout and " WARNING: mode" not in proc.stderr  # JSON to a file; mode changes are INFO
     result = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT sim2sim")]
     assert result, proc.stdout[-2000:]
     fields = dict(kv.split("=") for kv in result[0].split()[2:])
@@ -189,9 +190,10 @@ def test_sim2sim_serves_a_scan_bundle_the_height_map_of_its_terrain(tmp_path):
     bundle = scan_bundle(tmp_path / "runs")
     proc = subprocess.run([sys.executable, "-m", "ctrl_rl", "deploy", "sim2sim", bundle, "--duration", "8",
                            "--set", "safety.stand_up_time=1.0", "--cmd-vel", "0", "0", "0", "--terrain-cell", "1", "0"],
-                          capture_output=True, text=True, timeout=180)
+                          capture_output=True, text=True, timeout=180, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    status = json.loads(proc.stdout[proc.stdout.index("{"):proc.stdout.rindex("}") + 1])
+    summary = next(ln.split(": ", 1)[1] for ln in proc.stdout.splitlines() if ln.startswith("summary: "))
+    status = json.loads(Path(summary).read_text())
     result = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT sim2sim")]
     fields = dict(kv.split("=") for kv in result[0].split()[2:])
     assert fields["mode"] == "policy", proc.stdout[-2000:] + proc.stderr[-2000:]

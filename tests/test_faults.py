@@ -204,6 +204,32 @@ def test_pql_concurrent_stops_every_role_and_saves_on_sigterm(tmp_path):
     assert list(run.glob("model_*.pt")) and "stopped after iteration" in err
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_a_test_suite_in_the_middle_of_in_process_training(tmp_path, sig):
+    """``scripts/test.sh`` execs pytest; Ctrl-C or SIGTERM there stops the suite within seconds, even
+    while a test trains in-process (training's graceful stop is for the training command, not for pytest)."""
+    (tmp_path / "test_long.py").write_text(
+        "from ctrl_rl.app.train import train\n\n"
+        "def test_trains_for_long(tmp_path):\n"
+        "    train(['task=pendulum', 'env.num_envs=64', 'runner.max_iterations=100000', 'runner.progress=false',\n"
+        "           f'runner.log_root={tmp_path}'])\n\n"
+        "def test_after():\n"
+        "    pass\n")
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp",
+                             str(tmp_path / "t"), str(tmp_path / "test_long.py")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
+    deadline = time.time() + 120
+    while not list((tmp_path / "t").glob("*/ppo/pendulum/*/events.out.tfevents.*")):
+        assert proc.poll() is None and time.time() < deadline, proc.stdout.read() if proc.poll() is not None else ""
+        time.sleep(0.05)
+    time.sleep(1.0)
+    proc.send_signal(sig)
+    t0 = time.monotonic()
+    out, _ = proc.communicate(timeout=60)
+    assert time.monotonic() - t0 < 5, out[-2000:]
+    assert proc.returncode != 0 and "1 passed" not in out, out[-2000:]  # test_after never ran
+
+
 # -- 4. divergence is caught in the iteration it appears -------------------------------------------
 
 

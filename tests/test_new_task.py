@@ -78,10 +78,10 @@ def test_an_unknown_or_misrouted_task_names_the_registered_ones(toy_task):
 
     with pytest.raises(ValueError, match="unknown task 'toy_quad_velocity_flat' for sim 'torch'; choose one of: "):
         make_env("torch", toy_task, 2)
-    with pytest.raises(ConfigError, match=r"unknown task 'toy_quad_velocity_flat' for sim 'torch'; choose one of: "
-                                          r"bimodal_bandit, .*pendulum.* \('toy_quad_velocity_flat' is a task of "
-                                          r"sim=mujoco and sim=mjwarp\)"):
+    with pytest.raises(ConfigError, match=r"unknown task 'toy_quad_velocity_flat' for sim 'torch'; it is a task of "
+                                          r"sim=mujoco and sim=mjwarp: add sim=mujoco"):
         load_train_config(["task=toy_quad_velocity_flat", "sim=torch"])  # refused when the config is built
-    with pytest.raises(ConfigError, match="unknown task 'toy_quad_velocity_flta' for sim 'mujoco'; choose one of: "
-                                          ".*quadruped_velocity_flat.*toy_quad_velocity_flat"):
+    with pytest.raises(ConfigError, match="unknown task 'toy_quad_velocity_flta' for sim 'mujoco'; did you mean "
+                                          "task=toy_quad_velocity_flat\\? Tasks by sim: sim=torch: bimodal_bandit.*"
+                                          "sim=mujoco: .*quadruped_velocity_flat.*toy_quad_velocity_flat"):
         load_train_config(["task=toy_quad_velocity_flta", "sim=mujoco"])

@@ -186,11 +186,12 @@ def test_train_config_is_schema_defaults_plus_tune_delta_and_help_prints_it(algo
         assert got[key] == pytest.approx(value) if isinstance(value, float) else got[key] == value, key
     ctrl_rl("train", *overrides, "--help")
     text = capsys.readouterr().out
+    flowing = f" {' '.join(text.split())} "  # a long key=value wraps over lines at its spaces
     docs = {**field_docs(type(cfg.algo))}
     for f in dataclasses.fields(cfg.algo):
         value = getattr(cfg.algo, f.name)
         shown = "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
-        assert f"  algo.{f.name}={shown} " in text, f.name
+        assert f" algo.{f.name}={' '.join(shown.split())} " in flowing, f.name
         assert docs.get(f.name), f"algo.{f.name} has no description"
     for section in ("env", "runner", "task", "sim"):
         for f in dataclasses.fields(getattr(cfg, section)):

@@ -164,14 +164,51 @@ def test_disabled_gl_is_a_clear_error():
     assert r.returncode != 0 and "MUJOCO_GL=disable disables rendering" in r.stderr
 
 
-def test_play_video_on_torch_env_fails_before_running(tmp_path):
-    out = tmp_path / "pendulum.mp4"
-    r = subprocess.run([sys.executable, "-m", "ctrl_rl", "play", "--agent", "zero", "task=pendulum",
+def test_play_video_on_an_env_without_frames_fails_before_running(tmp_path):
+    out = tmp_path / "bandit.mp4"
+    r = subprocess.run([sys.executable, "-m", "ctrl_rl", "play", "--agent", "zero", "task=bimodal_bandit",
                         "--video", str(out)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
-    assert "--video: sim 'torch' (task 'pendulum') cannot render frames" in r.stderr
-    assert "MuJoCo" in r.stderr or "sims that render" in r.stderr
+    assert "--video: sim 'torch' (task 'bimodal_bandit') cannot render frames" in r.stderr
+    assert "sims that render" in r.stderr
     assert "playing" not in r.stdout and not out.exists()
+
+
+def test_play_video_on_the_quickstart_pendulum_writes_an_mp4_of_the_swing(tmp_path, capsys):
+    """The torch tasks draw themselves (numpy, no GL): the first policy a user trains can be watched."""
+    out = tmp_path / "pendulum.mp4"
+    play(None, ["task=pendulum"], agent="random", episodes=1, video=str(out), steps=40, seed=3)
+    assert f"video: {out} (41 frames, 2.05 s at 20 fps" in capsys.readouterr().out
+    assert out.stat().st_size > 1000
+    with av.open(str(out)) as container:
+        frames = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+    assert len(frames) == 41 and frames[0].shape == (240, 320, 3)
+    assert any(np.abs(a.astype(int) - b).mean() > 0.5 for a, b in zip(frames, frames[1:], strict=False))
+
+
+@pytest.mark.parametrize("task", ["pendulum", "cartpole_balance", "cartpole_swingup", "point_mass"])
+def test_torch_task_frames_put_the_moving_part_where_the_state_says(task):
+    """The orange part (bob, pole, point) sits where the state puts it, in the world-to-pixel map."""
+    from ctrl_rl.sims import make_env
+
+    env = make_env("torch", task, 2, seed=0)
+    state = env._state
+    frame = env.render_frame(1)
+    assert frame.shape == (240, 320, 3) and frame.dtype == np.uint8
+    orange = (frame[..., 0] > 180) & (frame[..., 1] < 140) & (frame[..., 2] < 100)
+    assert orange.sum() > 30
+    cols = np.flatnonzero(orange.any(axis=0))
+    if task == "pendulum":  # the bob's side follows sin(th)
+        side = float(np.sin(state["th"][1]))
+        mid = cols.mean() - 160
+        assert abs(side) < 0.2 or np.sign(mid) == np.sign(side), (side, mid)
+    elif task == "point_mass":  # the point at x = pos[0] on a 2.2 m wide view, 240 px tall
+        x = float(state["pos"][1, 0])
+        assert abs(cols.mean() - (160 + x * 240 / 2.2)) < 6
+    else:  # the pole starts at the cart's x
+        x = float(state["x"][1])
+        scale = 320 / (2 * 2.7)
+        assert cols.min() - 5 <= 160 + x * scale <= cols.max() + 5
 
 
 class BoxEnv(VecEnv):

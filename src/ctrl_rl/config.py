@@ -256,6 +256,10 @@ class TrainConfig:
     device: str = "cpu"
     """Torch device for envs and learner: cpu, cuda, cuda:1, ... (under torchrun each rank takes
     ``cuda:<LOCAL_RANK>``)."""
+    threads: Optional[int] = None
+    """CPU threads for torch's operators and MuJoCo's worker pool; null: torch 1, MuJoCo every core
+    (torch's thread team collapses when anything else runs on the machine; ``utils/threads.py``).
+    The run header prints the choice."""
     profile: bool = False
     """Time each iteration's stages (sim step, policy inference, storage, update, logging): logged as
     ``Perf/time_<stage>`` and printed as a table at the end. Synchronizes the GPU at each stage."""
@@ -267,6 +271,9 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         _check(self.seed >= 0, "seed", f"must be >= 0, got {self.seed}")
+        _check(self.threads is None or (isinstance(self.threads, int) and not isinstance(self.threads, bool)
+                                        and self.threads >= 1),
+               "threads", f"must be a positive integer or null, got {self.threads!r} (e.g. threads=2)")
         for key, value in _floats(self):
             _check(not math.isnan(value), key, "must be a number, got nan")
         self.algo.check_env(self.env.num_envs)

@@ -8,19 +8,21 @@ import os
 import sys
 from pathlib import Path
 
+from ctrl_rl.utils.arguments import OneLineParser
+
 EPILOG = """examples:
   ctrl-rl train task=pendulum
-  ctrl-rl train task=cartpole_balance algo.learning_rate=3e-4 env.num_envs=4096
-  ctrl-rl train algo=sac task=pendulum                 # off-policy: SAC (replay, n-step, ensembles, C51)
+  ctrl-rl train task=cartpole_balance algo.schedule=fixed algo.learning_rate=3e-4
+  ctrl-rl train algo=sac task=pendulum                 # off-policy: SAC (replay, n-step, C51)
   ctrl-rl train task=pendulum --checkpoint latest      # resume the newest pendulum run
   ctrl-rl eval latest --episodes 100
   ctrl-rl export latest
   ctrl-rl collect latest --output data.hdf5 --noise 0.1   # a dataset from a policy
-  ctrl-rl collect random task=pendulum --output minari:ctrl_rl/pendulum/random-v0   # Minari, uniform actions
+  ctrl-rl collect random task=pendulum --output minari:ctrl_rl/pendulum/random-v0   # Minari
   ctrl-rl train algo=bc dataset=data.hdf5 task=pendulum   # behavior cloning from it
   ctrl-rl train algo=residual algo.base=<bc run dir> task=pendulum   # residual PPO on a frozen base
   ctrl-rl play latest --agent zero                     # sanity-check an MDP without a policy
-  ctrl-rl play latest --video out.mp4 --steps 500      # MP4 of env 0 (MuJoCo sims)
+  ctrl-rl play latest --video out.mp4 --steps 500      # MP4 of env 0
   ctrl-rl deploy sim2sim <run>/exported/policy.onnx    # the ROS 2 node against a MuJoCo robot
 """
 
@@ -33,7 +35,7 @@ per segment, noise, seed) is stored with the data.
 
 examples:
   ctrl-rl collect latest --output expert.hdf5 --level expert --noise 0.1
-  ctrl-rl collect logs/ppo/pendulum/<run>/model_50.pt --level medium --output minari:ctrl_rl/pendulum/medium-v0
+  ctrl-rl collect <run>/model_50.pt --level medium --output minari:ctrl_rl/pendulum/medium-v0
   ctrl-rl collect random task=pendulum --output random.hdf5
   ctrl-rl collect logs/ppo/pendulum/<run> --level medium-replay --output replay.hdf5
   ctrl-rl collect --mix random=0.3,expert:latest=0.7 --output mixed.hdf5
@@ -47,19 +49,22 @@ def _die(msg: str, code: int = 2) -> None:
 
 
 def _tasks_text() -> str:
+    """``sim=<name>: task, task, ...`` per backend, sorted and wrapped; a backend whose extra is
+    missing says which to install."""
     from ctrl_rl.sims import SIMS
+    from ctrl_rl.utils.docs import help_table
     from ctrl_rl.utils.extras import missing
 
-    lines = []
+    rows = []
     for sim in sorted(SIMS):
         try:
-            lines.append(f"  sim={sim}: {', '.join(SIMS[sim].tasks())}")
+            rows.append((f"sim={sim}", ", ".join(sorted(SIMS[sim].tasks()))))
         except ModuleNotFoundError as exc:  # a backend whose extra is not installed: say which
             message = missing(exc, f"sim={sim}")
             if message is None:
                 raise
-            lines.append(f"  sim={sim}: (unavailable: {message})")
-    return "\n".join(lines)
+            rows.append((f"sim={sim}", f"(unavailable: {message})"))
+    return "\n".join(help_table(rows))
 
 
 def _algos_text() -> str:
@@ -70,39 +75,40 @@ def _algos_text() -> str:
 
 def _train_help(overrides: list[str]) -> str:
     """Every key of the chosen learner and task with the value training will use (schema defaults
-    plus the pair's tune file plus ``overrides``) and its description."""
+    plus the pair's tune file plus ``overrides``) and its description, within 100 columns."""
     from ctrl_rl.app.configure import load_train_config
-    from ctrl_rl.utils.docs import describe
+    from ctrl_rl.utils.docs import field_rows, help_table, value_text, wrap
 
     cfg = load_train_config(overrides)
-    lines = ["usage: ctrl-rl train [--checkpoint latest|PATH] [key=value ...]", "",
-             f"algorithms (algo=...): {_algos_text()}", "tasks (task=..., sim=...):", _tasks_text(), "",
-             f"keys for algo={cfg.algo.name} task={cfg.task.name} sim={cfg.sim.name}, with the values training "
-             "will use (schema defaults, then configs/tune/<algo>_<task>.yaml, then your overrides; "
-             "`ctrl-rl train algo=<name> task=<id> --help` for another pair):",
-             f"  seed={cfg.seed}  device={cfg.device}  profile={str(cfg.profile).lower()} "
-             "(time each iteration's stages: sim, inference, storage, update, logging)",
-             "  multi-process: torchrun --nproc_per_node=K -m ctrl_rl train ... (docs/training.md)"]
+    top = [(f"seed={cfg.seed}", "Seeds torch, numpy, python and the envs."),
+           (f"device={cfg.device}", "cpu, cuda, cuda:1, ..."),
+           (f"threads={value_text(cfg.threads)}", "CPU threads: null = torch 1, MuJoCo every core (docs/training.md)."),
+           (f"profile={value_text(cfg.profile)}", "Time each iteration's stages: sim, inference, storage, update, "
+                                                   "logging.")]
+    rows = list(top)
     for obj, prefix in ((cfg.algo, "algo"), (cfg.task, "task"), (cfg.sim, "sim"), (cfg.env, "env"),
                         (cfg.runner, "runner")):
-        lines += describe(type(obj), prefix, obj)
-        if prefix == "task":
-            lines += _task_parameters_help(cfg)
+        rows += field_rows(type(obj), prefix, obj) + (_task_parameter_rows(cfg) if prefix == "task" else [])
+    lines = ["usage: ctrl-rl train [--checkpoint latest|PATH] [--cfg] [key=value ...]", "",
+             *wrap(f"algorithms (algo=...): {_algos_text()}"), "tasks (task=..., sim=...):", _tasks_text(), "",
+             *wrap(f"keys for algo={cfg.algo.name} task={cfg.task.name} sim={cfg.sim.name}, with the values "
+                   "training will use (schema defaults, then configs/tune/<algo>_<task>.yaml, then your "
+                   "overrides; `ctrl-rl train algo=<name> task=<id> --help` for another pair; task parameters "
+                   "are task.kwargs.<name>=value; several processes: torchrun --nproc_per_node=K -m ctrl_rl "
+                   "train ..., docs/training.md):"),
+             *help_table(rows)]
     return "\n".join(lines)
 
 
-def _task_parameters_help(cfg) -> list[str]:
-    """``task.kwargs.<name>=<value>  description`` for every parameter the task declares."""
+def _task_parameter_rows(cfg) -> list[tuple[str, str]]:
+    """``(task.kwargs.<name>=<value>, description)`` for every parameter the task declares."""
     from ctrl_rl.sims import task_parameters
+    from ctrl_rl.utils.docs import value_text
 
     params = task_parameters(cfg.sim.name, cfg.task.name, dict(cfg.task.kwargs))
     if params is None:
-        return [f"  task.kwargs.*: passed to sim={cfg.sim.name}'s own task config (not declared here)"]
-    lines = [f"  task parameters of {cfg.task.name} (task.kwargs.<name>=value):"]
-    for name, value, doc in params:
-        text = "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
-        lines.append(f"    task.kwargs.{name}={text:<12} {doc}")
-    return lines
+        return [("task.kwargs.*", f"Passed to sim={cfg.sim.name}'s own task config (not declared here).")]
+    return [(f"task.kwargs.{name}={value_text(value)}", doc) for name, value, doc in params]
 
 
 def cmd_train(args: argparse.Namespace, overrides: list[str]) -> None:
@@ -156,20 +162,20 @@ def cmd_fetch_robots(args: argparse.Namespace, overrides: list[str]) -> None:
 
 def cmd_list(args: argparse.Namespace, overrides: list[str]) -> None:
     from ctrl_rl.algos.registry import learners
+    from ctrl_rl.utils.docs import help_table
 
-    print("algorithms:")
-    for name, entry in learners().items():
-        print(f"  {name:<10} {entry.summary}")
-    print("tasks:")
+    print("algorithms (algo=...):")
+    print("\n".join(help_table(sorted((name, entry.summary) for name, entry in learners().items()))))
+    print("tasks (task=..., sim=...):")
     print(_tasks_text())
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="ctrl-rl", formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=f"{EPILOG}\nalgorithms (algo=...): {_algos_text()}\ntasks (task=..., sim=...):\n{_tasks_text()}\n",
-        description="Train, evaluate and export continuous-control policies. "
-                    "Configure with hydra overrides (key=value); `ctrl-rl train --help` lists every key.")
+        description="Train, evaluate and export continuous-control policies. Configure with hydra overrides\n"
+                    "(key=value); `ctrl-rl train --help` lists every key.")
     sub = parser.add_subparsers(dest="command", metavar="{train,play,eval,export,collect,deploy,fetch-robots,list}")
 
     p = sub.add_parser("train", add_help=False, help="train a policy (overrides: algo=, task=, key=value)")

@@ -33,7 +33,7 @@ GROUPS = ("algo", "task", "sim", "tune")
 as ``ppo_quadruped_velocity_flat_fast``); it holds values of the sections, and has no keys of its own."""
 SECTIONS = {"algo": None, "task": TaskConfig, "sim": SimConfig, "env": EnvConfig, "runner": RunnerConfig}
 """Top-level sections and their schemas (``algo``'s is the chosen learner's)."""
-SCALARS = ("seed", "device", "profile", "dataset")
+SCALARS = ("seed", "device", "threads", "profile", "dataset")
 """Top-level keys that are values."""
 
 
@@ -74,7 +74,9 @@ def _check_key(key: str, algo: str) -> None:
     if section in SCALARS and not rest:
         return
     if section not in SECTIONS:
-        raise ConfigError(f"unknown config key '{key}'; top-level keys: {', '.join([*SECTIONS, *SCALARS])}")
+        owners = [f"{group}.{key}" for group in SECTIONS if key.split(".")[0] in _field_names(group, algo)]
+        hint = f" (did you mean '{owners[0]}'?)" if owners else ""
+        raise ConfigError(f"unknown config key '{key}'{hint}; top-level keys: {', '.join([*SECTIONS, *SCALARS])}")
     if not rest:
         return
     name = rest.split(".")[0]

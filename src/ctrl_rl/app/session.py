@@ -12,6 +12,7 @@ from ctrl_rl.algos.checkpoints import find_checkpoint, inference_learner, load_c
 from ctrl_rl.app.configure import apply_overrides
 from ctrl_rl.config import TrainConfig
 from ctrl_rl.env import VecEnv
+from ctrl_rl.utils import threads
 
 MIN_BYTES_PER_ENV_STEP = 64
 """A floor on what one env step costs in a rollout (observation, action, log-prob, value, reward,
@@ -45,6 +46,7 @@ def build_env(cfg: TrainConfig, num_envs: int | None = None, seed: int | None = 
 
     n = num_envs or cfg.env.num_envs
     check_memory(cfg, n)
+    threads.configure(cfg.threads)
     try:
         return make_env(cfg.sim.name, cfg.task.name, n, cfg.device, seed=cfg.seed if seed is None else seed,
                         physics=cfg.sim.physics(), **cfg.task.kwargs)

@@ -13,6 +13,7 @@ from ctrl_rl.algos.checkpoints import find_checkpoint, load_checkpoint, task_roo
 from ctrl_rl.app.configure import apply_overrides, config_yaml, load_train_config
 from ctrl_rl.app.session import build_env, require_device
 from ctrl_rl.config import TrainConfig
+from ctrl_rl.utils import threads
 from ctrl_rl.utils.checkpoint import seed_everything
 from ctrl_rl.utils.interrupts import GracefulStop
 
@@ -98,8 +99,8 @@ def train(overrides: list[str], checkpoint: str | None = None, print_cfg: bool =
         run_dir = path.parent
         runner.load(path)
         if main:
-            print(f"resuming {path} (run {run_dir.name}, seed {cfg.seed}) at iteration {runner.iteration} -> "
-                  f"{runner.total_iterations()}")
+            print(f"resuming {path} (run {run_dir.name}, seed {cfg.seed}; threads: {threads.current().describe()}) "
+                  f"at iteration {runner.iteration} -> {runner.total_iterations()}")
             write_params(run_dir, cfg, overrides, prefix=f"resume_{runner.iteration}_")
     else:
         run_dir = new_run_dir(cfg) if main else None
@@ -107,7 +108,7 @@ def train(overrides: list[str], checkpoint: str | None = None, print_cfg: bool =
         if main:
             ranks = f" x {distributed.world_size()} processes" if distributed.enabled() else ""
             print(f"training {cfg.algo.name} on {cfg.task.name} ({cfg.sim.name}, {cfg.env.num_envs} envs{ranks}, "
-                  f"{cfg.device}) -> {run_dir}")
+                  f"{cfg.device}; threads: {threads.current().describe()}) -> {run_dir}")
             write_params(run_dir, cfg, overrides)
     runner.log_dir = run_dir
     with GracefulStop():  # Ctrl-C / SIGTERM: finish the iteration, write its checkpoint, exit 130 / 143

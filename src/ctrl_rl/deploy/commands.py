@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ctrl_rl.utils.arguments import OneLineParser
+
 from .transports import TRANSPORTS
 
 log = logging.getLogger("ctrl_rl.deploy")
@@ -34,7 +36,7 @@ EPILOG = """examples:
   ctrl-rl deploy node --bundle logs/ppo/quadruped_velocity_flat/<run>/exported/policy.onnx
   ctrl-rl deploy node --params src/ctrl_rl/configs/deploy/node.yaml --transport rclpy
   ctrl-rl deploy sim2sim logs/.../exported/policy.onnx --duration 20 --cmd-vel 0.5 0 0
-  ctrl-rl deploy node --params src/ctrl_rl/configs/deploy/node.yaml --record logs/robot   # + episode logs
+  ctrl-rl deploy node --params src/ctrl_rl/configs/deploy/node.yaml --record logs/robot  # + logs
 """
 
 
@@ -164,7 +166,7 @@ def _run_node(args: argparse.Namespace, signals: Any) -> dict[str, Any]:
         status = node.run(args.duration)
     finally:
         transport.close()
-    return _report(status)
+    return _report(args, status)
 
 
 def _unitree_side(params: Any, policy: Any) -> dict[str, Any]:
@@ -233,12 +235,18 @@ def run_lifecycle_node(args: argparse.Namespace, signals: Any) -> dict[str, Any]
                 break
     finally:
         transport.close()
-    return _report(status or {"mode": "unconfigured", "ticks": 0, "deadline_misses": 0, "rejected": 0,
+    return _report(args, status or {"mode": "unconfigured", "ticks": 0, "deadline_misses": 0, "rejected": 0,
                               "latency_us": {}, "period_error_ms": {}})
 
 
-def _report(status: dict[str, Any]) -> dict[str, Any]:
-    print(json.dumps(status, indent=1))
+def _report(args: argparse.Namespace, status: dict[str, Any]) -> dict[str, Any]:
+    """The run's full status as JSON in ``--summary`` (its path printed), then the RESULT line."""
+    from ctrl_rl.utils.files import atomic_write
+
+    path = Path(args.summary or Path("logs", "deploy", f"{args.command}_{time.strftime('%Y-%m-%d_%H-%M-%S')}.json"))
+    with atomic_write(path) as tmp:
+        tmp.write_text(json.dumps(status, indent=1) + "\n")
+    print(f"summary: {path}")
     lat = status["latency_us"].get("inference", {})
     print(f"RESULT mode={status.get('mode_at_stop') or status['mode']} ticks={status['ticks']} "
           f"policy_ticks={status['policy_ticks']} published={status['published']} "
@@ -343,8 +351,8 @@ def bundle_robot(meta: dict[str, Any], workdir: Path) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ctrl-rl deploy", formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     description=__doc__.split("\n\n")[0], epilog=EPILOG)
+    parser = OneLineParser(prog="ctrl-rl deploy", formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     description=__doc__.split("\n\n")[0].replace("``", ""), epilog=EPILOG)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, text in (("node", "run the deploy node (safety state machine + policy) on ROS 2 topics"),
                        ("sim2sim", "the node against a MuJoCo robot on the same topics (bridge process)")):
@@ -359,6 +367,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="dds: plain DDS (cyclonedds) in ROS 2's wire format; rclpy: ROS 2")
         p.add_argument("--namespace", default="", help="ROS namespace of every topic")
         p.add_argument("--duration", type=float, default=None, help="seconds (default: until Ctrl-C)")
+        p.add_argument("--summary", default=None, metavar="PATH",
+                       help="the run's JSON status at the end (default: logs/deploy/<command>_<date_time>.json)")
         p.add_argument("--record", default=None, metavar="DIR",
                        help="write one robot log (HDF5) per policy episode into DIR (parameter record_dir)")
         if name == "node":

@@ -347,8 +347,9 @@ class DeployNode:
                 bad = np.flatnonzero(~np.isfinite(actions)).tolist()
                 mode = self.safety.trip(now, f"policy output non-finite (action index {bad[:4]})")
                 obs = None
-        if mode != before:
-            log.warning("mode %s -> %s (%s)", before.value, mode.value, self.safety.transitions[-1][2])
+        if mode != before:  # a fault (-> damping) is a warning; stand-up, policy and reset are the plan
+            (log.warning if mode is Mode.DAMPING else log.info)(
+                "mode %s -> %s (%s)", before.value, mode.value, self.safety.transitions[-1][2])
         out = self.safety.command(now, targets, None if joints is None else joints[1])
         t4 = time.perf_counter_ns()
         lat.add("action", t4 - t1)

@@ -9,6 +9,7 @@ simulators that are not used (gymnasium, later MuJoCo / Isaac Lab). A new backen
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -49,12 +50,45 @@ def register_sim(name: str, make: Callable[..., VecEnv], tasks: Callable[[], lis
 
 
 def check_task(sim: str, task: str) -> None:
-    """``ValueError`` naming the choices when a backend with an exhaustive task list lacks ``task``."""
+    """``ValueError`` when a backend with an exhaustive task list lacks ``task``: one line naming the
+    closest registered id with the sim it needs, then every closed sim's tasks (a sim whose extra is
+    missing says which to install)."""
     backend = _backend(sim)
-    if backend.closed and task not in backend.tasks():
-        elsewhere = [name for name, b in SIMS.items() if b.closed and name != sim and task in b.tasks()]
-        hint = f" ('{task}' is a task of sim={' and sim='.join(elsewhere)})" if elsewhere else ""
-        raise ValueError(f"unknown task {task!r} for sim {sim!r}; choose one of: {', '.join(backend.tasks())}{hint}")
+    if not backend.closed or task in backend.tasks():
+        return
+    listed = _closed_tasks()
+    elsewhere = [name for name, tasks in listed.items() if isinstance(tasks, list) and task in tasks]
+    if elsewhere:
+        raise ValueError(f"unknown task {task!r} for sim {sim!r}; it is a task of sim={' and sim='.join(elsewhere)}: "
+                         f"add sim={elsewhere[0]}")
+    owner: dict[str, str] = {}  # task -> the first sim that has it (mujoco before mjwarp)
+    for name, tasks in listed.items():
+        for t in tasks if isinstance(tasks, list) else []:
+            owner.setdefault(t, name)
+    close = difflib.get_close_matches(task, list(owner), n=1)
+    hint = f"; did you mean task={close[0]}" + (f" sim={owner[close[0]]}" if owner[close[0]] != sim else "") + "?" \
+        if close else "."
+    catalogue = "; ".join(f"sim={name}: {', '.join(tasks) if isinstance(tasks, list) else tasks}"
+                          for name, tasks in listed.items())
+    raise ValueError(f"unknown task {task!r} for sim {sim!r}{hint} Tasks by sim: {catalogue}")
+
+
+def _closed_tasks() -> dict[str, list[str] | str]:
+    """Each exhaustive backend's task ids, or why it has none here (its missing extra)."""
+    from ctrl_rl.utils.extras import missing
+
+    out: dict[str, list[str] | str] = {}
+    for name, backend in SIMS.items():
+        if not backend.closed:
+            continue
+        try:
+            out[name] = list(backend.tasks())
+        except ModuleNotFoundError as exc:
+            message = missing(exc, f"sim={name}")
+            if message is None:
+                raise
+            out[name] = f"(unavailable: {message})"
+    return out
 
 
 def _backend(sim: str) -> SimBackend:
@@ -106,8 +140,8 @@ def list_tasks(sim: str | None = None) -> dict[str, list[str]]:
 
 # ---- built-in backends ------------------------------------------------------------------
 HISTORY_PARAMETERS = {
-    "history_length": "frames of every term of a group, oldest first (an int: the policy group; or {group: frames})",
-    "term_history": "frames per policy term ({term: frames}); observation history on every backend",
+    "history_length": "Frames of every term of a group, oldest first (an int: the policy group; or {group: frames}).",
+    "term_history": "Frames per policy term ({term: frames}); observation history on every backend.",
 }
 """``task.kwargs`` every task takes: observation history, applied by :func:`make_env` (``history.py``)."""
 
@@ -225,7 +259,7 @@ def _make_mjwarp(task: str, num_envs: int, device: str | torch.device, seed: int
                            cuda_graph=cuda_graph, **kw)
 
 
-register_sim("torch", _make_torch, _torch_tasks, closed=True)
+register_sim("torch", _make_torch, _torch_tasks, renders=True, closed=True)
 register_sim("mujoco", _make_mujoco, _mujoco_tasks, renders=True, closed=True)
 register_sim("mjwarp", _make_mjwarp, _mjwarp_tasks, renders=True, closed=True,
              physics=("deterministic", "nconmax", "njmax", "cuda_graph"))

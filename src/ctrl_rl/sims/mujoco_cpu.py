@@ -15,12 +15,13 @@ thread scheduling), which is what checkpoint/resume needs.
 from __future__ import annotations
 
 import copy
-import os
 
 import mujoco
 import numpy as np
 import torch
 from mujoco import rollout
+
+from ctrl_rl.utils import threads
 
 from .mujoco_env import Physics
 
@@ -38,7 +39,7 @@ class CpuPhysics(Physics):
 
     def __init__(self, model: mujoco.MjModel, num_envs: int, nthread: int | None = None) -> None:
         super().__init__(model, num_envs, torch.device("cpu"))
-        self.nthread = int(nthread or os.cpu_count() or 1)
+        self.nthread = int(nthread or threads.current().physics_threads)
         self.nstate = mujoco.mj_stateSize(model, _SPEC)
         self.state = np.zeros((num_envs, self.nstate))
         self.sensor = np.zeros((num_envs, model.nsensordata))

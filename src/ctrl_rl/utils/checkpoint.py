@@ -189,9 +189,24 @@ def resolve_checkpoint(spec: str, search_root: Path | None = None) -> Path:
     path = Path(spec).expanduser()
     if path.is_dir():
         found = latest_model_in(path)
-        if found is None:
-            raise FileNotFoundError(f"run directory '{path}' holds no readable model_<it>.pt")
-        return found
+        if found is not None:
+            return found
+        runs = sorted(d.name for d in path.iterdir() if d.is_dir() and (d / "params").is_dir())
+        if runs:  # logs/<algo>/<task>: a folder of runs, not a run
+            raise FileNotFoundError(f"'{path}' is a task folder holding {len(runs)} run(s), not a run directory; pass "
+                                    f"one run (newest: {path / runs[-1]}) or 'latest'")
+        raise FileNotFoundError(f"run directory '{path}' holds no readable model_<it>.pt")
     if not path.is_file():
+        held = _checkpoints_in(path.parent)
+        if held:
+            raise FileNotFoundError(f"checkpoint '{spec}' not found; {path.parent} holds: {', '.join(held)}")
         raise FileNotFoundError(f"checkpoint '{spec}' not found (give 'latest', a run directory or a model_<it>.pt)")
     return path
+
+
+def _checkpoints_in(folder: Path) -> list[str]:
+    """The ``model_<it>.pt`` names in ``folder``, by iteration (empty when it is not a folder)."""
+    if not folder.is_dir():
+        return []
+    models = [p.name for p in folder.glob("model_*.pt") if p.stem.removeprefix("model_").isdigit()]
+    return sorted(models, key=lambda name: int(name[6:-3]))

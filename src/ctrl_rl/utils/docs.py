@@ -5,7 +5,12 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import re
+import textwrap
 from functools import cache
+
+HELP_WIDTH = 100
+"""Columns of ``--help`` and ``ctrl-rl list`` (a test keeps every line within it)."""
 
 
 @cache
@@ -33,16 +38,54 @@ def _own_field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
-def describe(cls: type, prefix: str, instance: object | None = None) -> list[str]:
-    """Lines ``prefix.key=value  doc`` for every field of dataclass ``cls`` (values of ``instance``,
-    else the defaults)."""
+def plain(text: str) -> str:
+    """Docstring markup as plain text: ````x```` and ``:role:`x``` become ``x``."""
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text)
+    return re.sub(r"``([^`]+)``", r"\1", text)
+
+
+def wrap(text: str, indent: int = 0, width: int = HELP_WIDTH) -> list[str]:
+    """``text`` as plain lines of at most ``width`` columns, continuation lines indented 2 more."""
+    pad = " " * indent
+    return textwrap.wrap(plain(text), width, initial_indent=pad, subsequent_indent=pad + "  ",
+                         break_on_hyphens=False) or [pad]
+
+
+def help_table(rows: list[tuple[str, str]], indent: int = 2, width: int = HELP_WIDTH, max_key: int = 34) -> list[str]:
+    """``key  description`` rows in two aligned columns within ``width``: descriptions wrap in their
+    column; a key longer than ``max_key`` (a long value) takes its own lines and its description
+    starts below it, in the column."""
+    if not rows:
+        return []
+    column = indent + min(max(len(key) for key, _ in rows), max_key) + 2
+    lines = []
+    for key, doc in rows:
+        body = textwrap.wrap(plain(doc), width - column, break_on_hyphens=False)
+        head = textwrap.wrap(key, width, initial_indent=" " * indent, subsequent_indent=" " * (indent + 4),
+                             break_long_words=True, break_on_hyphens=False)
+        if len(head) == 1 and len(head[0]) + 2 <= column and body:
+            lines.append(f"{head[0]:<{column}}{body[0]}")
+            body = body[1:]
+        else:
+            lines += head
+        lines += [" " * column + line for line in body]
+    return lines
+
+
+def field_rows(cls: type, prefix: str, instance: object | None = None) -> list[tuple[str, str]]:
+    """Rows ``(prefix.key=value, description)`` for every field of dataclass ``cls`` (values of
+    ``instance``, else the defaults), for :func:`help_table`."""
     docs = field_docs(cls)
     obj = instance if instance is not None else cls()
-    lines = []
+    rows = []
     for f in dataclasses.fields(cls):
         value = getattr(obj, f.name)
         if dataclasses.is_dataclass(value):
             continue
-        text = "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
-        lines.append(f"  {prefix}.{f.name}={text:<14} {docs.get(f.name, '')}")
-    return lines
+        rows.append((f"{prefix}.{f.name}={value_text(value)}", docs.get(f.name, "")))
+    return rows
+
+
+def value_text(value: object) -> str:
+    """A config value as it is written on the command line (``null``, ``true``)."""
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)

@@ -40,7 +40,9 @@ class GracefulStop:
     stop its loop.
 
     Only the main thread can install signal handlers; elsewhere this does nothing (and
-    :attr:`signum` stays ``None``).
+    :attr:`signum` stays ``None``). Nor does it inside a pytest process (``pytest`` imported; its child
+    processes install theirs): there a Ctrl-C must stop the whole suite, not end one in-process training run gracefully while the
+    next test starts.
     """
 
     active: GracefulStop | None = None
@@ -64,7 +66,7 @@ class GracefulStop:
             self.on_signal(signum)
 
     def __enter__(self) -> GracefulStop:
-        if threading.current_thread() is threading.main_thread():
+        if threading.current_thread() is threading.main_thread() and "pytest" not in sys.modules:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._previous[sig] = signal.signal(sig, self._handle)
             GracefulStop.active = self

@@ -62,6 +62,19 @@ def format_duration(seconds: float) -> str:
     return f"{h}:{m:02d}:{s:02d}"
 
 
+def eta_seconds(durations: list[float], remaining: int, window: int = 10) -> float | None:
+    """Seconds left at the pace of recent iterations: ``remaining`` times the median of the last
+    ``window`` iteration durations. The first iteration (allocation, compilation, the first resets)
+    is left out once another is known, and a median ignores the odd slow one (a checkpoint write),
+    so a warm-up does not stretch the estimate over the whole run. None before any iteration."""
+    if not durations:
+        return None
+    recent = sorted((durations[1:] if len(durations) > 1 else durations)[-window:])
+    middle = len(recent) // 2
+    median = recent[middle] if len(recent) % 2 else (recent[middle - 1] + recent[middle]) / 2
+    return median * max(remaining, 0)
+
+
 class EpisodeStats:
     """Accumulates finished-episode returns/lengths on the env's device (no per-step sync)."""
 
@@ -124,6 +137,9 @@ class TrainLogger:
         self.tty = sys.stdout.isatty()
         self._t0 = time.perf_counter()
         self._last_print = 0.0
+        self._last_iteration_end = self._t0
+        self.durations: list[float] = []
+        """Seconds per iteration of this process, for the ETA."""
         self.last_reward: float | None = self.history[-1].get("mean_reward") if self.history else None
         self.last_length: float | None = self.history[-1].get("mean_episode_length") if self.history else None
         self.profile_text = ""
@@ -179,13 +195,15 @@ class TrainLogger:
 
     def _print_progress(self, it: int, fps: float) -> None:
         now = time.perf_counter()
+        self.durations.append(now - self._last_iteration_end)
+        self._last_iteration_end = now
         done = it - self.start_iteration
         final = it == self.total_iterations
         if not self.tty and not final and now - self._last_print < 5.0 and done != 1:
             return  # in logs/CI: a line every 5 s, not one per iteration
         self._last_print = now
         elapsed = now - self._t0
-        eta = elapsed / max(done, 1) * (self.total_iterations - it)
+        eta = eta_seconds(self.durations, self.total_iterations - it)
         reward = "n/a" if self.last_reward is None else f"{self.last_reward:9.2f}"
         length = "n/a" if self.last_length is None else f"{self.last_length:6.1f}"
         width = 20
@@ -193,7 +211,7 @@ class TrainLogger:
         bar = "#" * filled + "-" * (width - filled)
         line = (f"[{bar}] it {it}/{self.total_iterations} | {self.env_steps(it) / 1e6:7.2f}M steps | "
                 f"{fps / 1e3:7.1f}k steps/s | reward {reward} | ep len {length} | "
-                f"elapsed {format_duration(elapsed)} | ETA {format_duration(eta)}")
+                f"elapsed {format_duration(elapsed)} | ETA {'?' if eta is None else format_duration(eta)}")
         if self.profile_text:
             line += f"\n    time: {self.profile_text}" if not self.tty else f" | {self.profile_text}"
         if self.tty:

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from ctrl_rl.env import Obs
 
 from .base import State, TorchVecEnv, wrap_to_pi
+from .draw import ACCENT, Canvas
 
 GRAVITY = 9.8
 MASS_CART = 1.0
@@ -52,6 +54,19 @@ def cartpole_euler_step(state: State, force: torch.Tensor) -> State:
     }
 
 
+def draw_cartpole(state: State, env_idx: int) -> np.ndarray:
+    """The cart on its track (ends at +-2.4 m) and the pole (drawn at full length, 2 ``HALF_LENGTH``)."""
+    x, theta = float(state["x"][env_idx]), float(state["theta"][env_idx])
+    canvas = Canvas(-X_THRESHOLD - 0.3, X_THRESHOLD + 0.3, -0.6, 1.4)
+    canvas.segment((-X_THRESHOLD, -0.1), (X_THRESHOLD, -0.1), 0.02)
+    for end in (-X_THRESHOLD, X_THRESHOLD):
+        canvas.segment((end, -0.2), (end, 0.0), 0.03)
+    canvas.box((x, 0.0), (0.25, 0.08))
+    tip = (x + 2 * HALF_LENGTH * math.sin(theta), 2 * HALF_LENGTH * math.cos(theta))
+    canvas.segment((x, 0.0), tip, 0.05, ACCENT)
+    return canvas.rgb()
+
+
 class CartpoleBalanceEnv(TorchVecEnv):
     """Keep the pole within 12 deg and the cart within 2.4 m; reward 1 per step, 500 steps.
 
@@ -78,6 +93,9 @@ class CartpoleBalanceEnv(TorchVecEnv):
     def _observe(self, state: State) -> Obs:
         keys = ("x", "x_dot", "theta", "theta_dot")
         return {"policy": torch.stack([state[k] for k in keys], dim=1)}
+
+    def render_frame(self, env_idx: int = 0) -> np.ndarray:
+        return draw_cartpole(self._state, env_idx)
 
 
 def _gaussian_tolerance(x: torch.Tensor, margin: float) -> torch.Tensor:
@@ -141,3 +159,6 @@ class CartpoleSwingupEnv(TorchVecEnv):
         theta = state["theta"]
         cols = (state["x"], state["x_dot"], torch.cos(theta), torch.sin(theta), state["theta_dot"])
         return {"policy": torch.stack(cols, dim=1)}
+
+    def render_frame(self, env_idx: int = 0) -> np.ndarray:
+        return draw_cartpole(self._state, env_idx)

@@ -26,11 +26,13 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
 import torch
 
 from ctrl_rl.env import Obs
 
 from .base import State, TaskParams, TorchVecEnv, task_number, wrap_to_pi
+from .draw import ACCENT, Canvas
 
 
 @dataclasses.dataclass
@@ -115,3 +117,14 @@ class PendulumEnv(TorchVecEnv):
         parts = [torch.cos(th), torch.sin(th)] + ([state["thdot"]] if self.observe_velocity else [])
         obs = torch.stack(parts, dim=1)
         return {"policy": obs.to(torch.float32)}
+
+    def render_frame(self, env_idx: int = 0) -> np.ndarray:
+        """The pendulum from the front: pivot at the centre, ``th = 0`` straight up."""
+        th = float(self._state["th"][env_idx])
+        reach = 1.25 * self.l
+        canvas = Canvas(-reach, reach, -reach, reach)
+        tip = (self.l * math.sin(th), self.l * math.cos(th))
+        canvas.segment((0.0, 0.0), tip, 0.08 * self.l, ACCENT)
+        canvas.disc(tip, 0.09 * self.l, ACCENT)
+        canvas.disc((0.0, 0.0), 0.05 * self.l)
+        return canvas.rgb()

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import torch
 
 from ctrl_rl.env import Obs
 
 from .base import State, TaskParams, TorchVecEnv, task_number
+from .draw import ACCENT, TARGET, Canvas
 
 
 @dataclasses.dataclass
@@ -90,3 +92,13 @@ class PointMassEnv(TorchVecEnv):
         pos, vel, target = state["pos"], state["vel"], state["target"]
         policy = torch.cat((pos - target, vel), dim=1)
         return {"policy": policy, "critic": torch.cat((policy, pos, target), dim=1)}
+
+    def render_frame(self, env_idx: int = 0) -> np.ndarray:
+        """The arena from above: the point (orange) and its target (green)."""
+        pos, target = self._state["pos"][env_idx].tolist(), self._state["target"][env_idx].tolist()
+        margin = 1.1 * self.arena
+        canvas = Canvas(-margin, margin, -margin, margin)
+        canvas.outline((0.0, 0.0), (self.arena, self.arena), 0.02)
+        canvas.disc(tuple(target), 0.06, TARGET)
+        canvas.disc(tuple(pos), 0.05, ACCENT)
+        return canvas.rgb()

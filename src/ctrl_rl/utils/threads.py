@@ -1,0 +1,74 @@
+"""One CPU thread plan per process: torch's operator threads and MuJoCo's worker pool sized together.
+
+A training iteration alternates phases: the physics step (MuJoCo's ``rollout`` pool on CPU), the
+policy's inference, storage, then the update (torch's intra-op OpenMP team). They never run at the
+same time, so each may use every core it is given. What does not work is torch's OpenMP team on a
+machine where anything else is running: its workers wait for each other at every operator's
+barrier, and a worker the kernel has descheduled stalls the whole team. Measured on this project's
+2-core machine (pendulum, 20 PPO iterations, ``docs/experiments/threads.md``): idle, 1 thread 7.5 s
+and 2 threads 6.7 s; beside two busy loops, 1 thread 11.9 s and 2 threads 90.8 s (28 s with
+``OMP_WAIT_POLICY=PASSIVE``). MuJoCo's pool hands whole worlds to workers that block instead of
+spinning, and degrades in proportion.
+
+So the plan, unless ``threads=N`` says otherwise: torch's operators on 1 thread (at most ~10 %
+slower on an idle machine, never 12x slower on a busy one), MuJoCo's pool on every core this
+process may use. ``threads=N``: both get ``N``. Busy threads never exceed the cores either way,
+because the phases take turns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import torch
+
+
+@dataclasses.dataclass(frozen=True)
+class ThreadPlan:
+    cores: int
+    """CPUs this process may run on (its affinity mask: ``taskset``, cgroup cpusets)."""
+    torch_threads: int
+    """Threads of torch's CPU operators (``torch.set_num_threads``)."""
+    physics_threads: int
+    """Workers of MuJoCo's CPU rollout pool (``sim=mujoco``)."""
+    requested: int | None = None
+    """The ``threads`` key this came from (None: the plan's own choice)."""
+
+    def describe(self) -> str:
+        how = f"threads={self.requested}" if self.requested else "auto; threads=N to change"
+        return f"{self.torch_threads} torch, {self.physics_threads} physics of {self.cores} cores ({how})"
+
+
+def available_cores() -> int:
+    """CPUs this process may run on."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except (AttributeError, OSError):  # macOS / Windows: no affinity API
+        return os.cpu_count() or 1
+
+
+def plan_threads(requested: int | None = None, cores: int | None = None) -> ThreadPlan:
+    """The plan for ``threads=requested`` on a machine with ``cores`` usable CPUs (module docstring)."""
+    cores = available_cores() if cores is None else cores
+    if requested is not None:
+        if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
+            raise ValueError(f"threads: must be a positive integer or null, got {requested!r} (e.g. threads=2)")
+        return ThreadPlan(cores, requested, requested, requested)
+    return ThreadPlan(cores, 1, cores)
+
+
+_PLAN: ThreadPlan | None = None
+
+
+def configure(requested: int | None = None) -> ThreadPlan:
+    """Choose this process's plan and apply torch's part; later calls re-apply a changed request."""
+    global _PLAN
+    _PLAN = plan_threads(requested)
+    torch.set_num_threads(_PLAN.torch_threads)
+    return _PLAN
+
+
+def current() -> ThreadPlan:
+    """The plan :func:`configure` chose, or the automatic one (not applied to torch) before that."""
+    return _PLAN if _PLAN is not None else plan_threads()
