@@ -41,8 +41,8 @@ class GracefulStop:
 
     Only the main thread can install signal handlers; elsewhere this does nothing (and
     :attr:`signum` stays ``None``). Nor does it inside a pytest process (``pytest`` imported; its child
-    processes install theirs): there a Ctrl-C must stop the whole suite, not end one in-process training run gracefully while the
-    next test starts.
+    processes install theirs): there a Ctrl-C must stop the whole suite, not end one in-process
+    training run gracefully while the next test starts.
     """
 
     active: GracefulStop | None = None
