@@ -269,3 +269,14 @@ def test_gpu_suite_runs_tiny_on_cpu(tmp_path: Path) -> None:
     assert figures["alloc.quad_contacts_max"] <= figures["alloc.quad_nconmax"]
     assert figures["alloc.quad_rows_max"] <= figures["alloc.quad_njmax"]
     assert math.isfinite(figures["walk.forward_velocity"]) and figures["walk.iterations"] == 2
+
+
+def test_busy_machine_runs_the_quickstart_beside_a_burner() -> None:
+    """``benchmarks/busy_machine.py --smoke`` at 2 iterations: idle and one-burner rows, RESULT parses."""
+    proc = subprocess.run([sys.executable, str(SCRIPT.parent / "busy_machine.py"), "--iterations", "2", "--smoke"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    values = dict(kv.split("=", 1) for kv in last.split()[1:])
+    assert last.startswith("RESULT ") and float(values["threads_null_idle_s"]) > 0, proc.stdout
+    assert float(values["threads_null_x_1burners"]) > 0 and "| null | 1 |" in proc.stdout, proc.stdout

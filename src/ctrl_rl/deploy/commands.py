@@ -246,7 +246,7 @@ def _report(args: argparse.Namespace, status: dict[str, Any]) -> dict[str, Any]:
     path = Path(args.summary or Path("logs", "deploy", f"{args.command}_{time.strftime('%Y-%m-%d_%H-%M-%S')}.json"))
     with atomic_write(path) as tmp:
         tmp.write_text(json.dumps(status, indent=1) + "\n")
-    print(f"summary: {path}")
+    print(f"summary: {path.resolve()}")
     lat = status["latency_us"].get("inference", {})
     print(f"RESULT mode={status.get('mode_at_stop') or status['mode']} ticks={status['ticks']} "
           f"policy_ticks={status['policy_ticks']} published={status['published']} "

@@ -42,7 +42,7 @@ from .config import COMMAND_FORMATS, NodeParams, TopicQos
 from .height_map import HeightMapSpec
 from .recorder import EpisodeRecorder, episode_end
 from .robot_policy import RobotPolicy, joint_index_map
-from .safety import Mode, SafetyConfig, SafetyStateMachine, find_fault, pose_fault
+from .safety import OPERATOR_STOPS, Mode, SafetyConfig, SafetyStateMachine, find_fault, pose_fault
 from .stats import LatencyStats, LoopTimer, set_realtime_priority
 
 __all__ = ["COMMAND_FORMATS", "DeployNode", "MalformedMessage", "NodeParams", "set_realtime_priority"]
@@ -347,9 +347,10 @@ class DeployNode:
                 bad = np.flatnonzero(~np.isfinite(actions)).tolist()
                 mode = self.safety.trip(now, f"policy output non-finite (action index {bad[:4]})")
                 obs = None
-        if mode != before:  # a fault (-> damping) is a warning; stand-up, policy and reset are the plan
-            (log.warning if mode is Mode.DAMPING else log.info)(
-                "mode %s -> %s (%s)", before.value, mode.value, self.safety.transitions[-1][2])
+        if mode != before:  # a fault (-> damping) is a warning; stand-up, policy, reset and a stop are the plan
+            reason = self.safety.transitions[-1][2]
+            fault = mode is Mode.DAMPING and not reason.startswith(OPERATOR_STOPS)
+            (log.warning if fault else log.info)("mode %s -> %s (%s)", before.value, mode.value, reason)
         out = self.safety.command(now, targets, None if joints is None else joints[1])
         t4 = time.perf_counter_ns()
         lat.add("action", t4 - t1)

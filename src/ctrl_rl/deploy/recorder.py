@@ -27,6 +27,8 @@ import numpy as np
 
 from ctrl_rl.storage.robot_log import RobotLogWriter
 
+from .safety import OPERATOR_STOPS
+
 log = logging.getLogger("ctrl_rl.deploy.recorder")
 
 
@@ -37,7 +39,7 @@ def episode_end(fault: str | None) -> tuple[str, bool]:
     fault = fault or "unknown"
     if fault.startswith("e-stop"):
         return "estop", False
-    if fault.startswith(("node stopped", "deactivated")):
+    if fault.startswith(OPERATOR_STOPS):
         return "stopped", False
     return f"fault:{fault}", True
 

@@ -36,6 +36,10 @@ STATE_TIMEOUT_PERIODS = 2.0
 """``safety.state_timeout = 0`` means this many control periods (see the field's docstring)."""
 
 
+OPERATOR_STOPS = ("node stopped", "deactivated")
+"""Reasons of a damping hold that the operator asked for (a stop, a lifecycle deactivate), not faults."""
+
+
 class Mode(str, Enum):
     PASSIVE = "passive"
     STAND_UP = "stand_up"
