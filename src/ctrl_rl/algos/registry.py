@@ -18,6 +18,7 @@ is read; a learner defined anywhere else (a test file, a user package) calls
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -45,8 +46,9 @@ class LearnerEntry:
 
     @property
     def summary(self) -> str:
-        """The first line of the config's docstring (``ctrl-rl list``)."""
-        return (self.config.__doc__ or "").strip().splitlines()[0] if self.config.__doc__ else ""
+        """The first sentence of the config's docstring (``ctrl-rl list``), whatever its line breaks."""
+        paragraph = " ".join((self.config.__doc__ or "").strip().split("\n\n")[0].split())
+        return re.split(r"(?<!\bal)\.\s", paragraph, maxsplit=1)[0].rstrip(".") + "." if paragraph else ""
 
 
 DEFAULT_LEARNER = "ppo"
