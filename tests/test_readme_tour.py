@@ -83,7 +83,8 @@ def test_the_readme_tour_runs_on_tiny_runs(tmp_path):
         elif command == "train" and "--checkpoint" in args:
             run_dir = newest_run(tmp_path, "pendulum")
             out = run(tiny(args, **{"runner.max_iterations": "4"}), tmp_path)
-            assert f"resuming {run_dir.relative_to(tmp_path) / 'model_2.pt'}" in out and (run_dir / "model_4.pt").is_file()
+            resumed = run_dir.relative_to(tmp_path) / "model_2.pt"
+            assert f"resuming {resumed}" in out and (run_dir / "model_4.pt").is_file()
         elif command == "train":
             out = run(tiny(args), tmp_path)
             assert "threads: 1 torch" in out and "done:" in out

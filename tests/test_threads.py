@@ -17,10 +17,13 @@ def restore_threads():
     threads._PLAN = plan
 
 
-def test_the_plan_gives_torch_one_thread_and_mujoco_every_core_unless_asked():
+def test_the_plan_gives_torch_one_thread_and_mujoco_every_core_unless_asked(monkeypatch):
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     assert threads.plan_threads(cores=8) == threads.ThreadPlan(cores=8, torch_threads=1, physics_threads=8)
     assert threads.plan_threads(3, cores=8) == threads.ThreadPlan(8, 3, 3, requested=3)
     assert threads.plan_threads(cores=8).describe() == "1 torch, 8 physics of 8 cores (auto; threads=N to change)"
+    assert threads.plan_threads(cores=8, processes=2).physics_threads == 4  # torchrun: the cores are shared
+    assert threads.plan_threads(cores=2, processes=4).physics_threads == 1
     for bad in (0, -1, 1.5, True, "2"):
         with pytest.raises(ValueError, match="threads: must be a positive integer or null"):
             threads.plan_threads(bad, cores=2)  # type: ignore[arg-type]

@@ -12,8 +12,9 @@ spinning, and degrades in proportion.
 
 So the plan, unless ``threads=N`` says otherwise: torch's operators on 1 thread (at most ~10 %
 slower on an idle machine, never 12x slower on a busy one), MuJoCo's pool on every core this
-process may use. ``threads=N``: both get ``N``. Busy threads never exceed the cores either way,
-because the phases take turns.
+process may use, shared among the processes torchrun started on this machine
+(``LOCAL_WORLD_SIZE``). ``threads=N``: both get ``N``. Busy threads never exceed the cores either
+way, because the phases take turns.
 """
 
 from __future__ import annotations
@@ -48,14 +49,16 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def plan_threads(requested: int | None = None, cores: int | None = None) -> ThreadPlan:
-    """The plan for ``threads=requested`` on a machine with ``cores`` usable CPUs (module docstring)."""
+def plan_threads(requested: int | None = None, cores: int | None = None, processes: int | None = None) -> ThreadPlan:
+    """The plan for ``threads=requested`` on a machine with ``cores`` usable CPUs shared by ``processes``
+    training processes (default: torchrun's ``LOCAL_WORLD_SIZE``, else 1); module docstring."""
     cores = available_cores() if cores is None else cores
+    processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1")) if processes is None else processes
     if requested is not None:
         if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
             raise ValueError(f"threads: must be a positive integer or null, got {requested!r} (e.g. threads=2)")
         return ThreadPlan(cores, requested, requested, requested)
-    return ThreadPlan(cores, 1, cores)
+    return ThreadPlan(cores, 1, max(1, cores // max(processes, 1)))
 
 
 _PLAN: ThreadPlan | None = None
