@@ -34,6 +34,7 @@ def test_the_message_names_the_extra() -> None:
     ("mujoco_warp", ["train", "task=quadruped_velocity_flat", "sim=mjwarp", "env.num_envs=2"], "mjwarp"),
     ("gymnasium", ["train", "sim=gymnasium", "task=Pendulum-v1", "env.num_envs=2"], "gymnasium"),
     ("cyclonedds", ["deploy", "sim2sim", "no_bundle.onnx"], "deploy"),
+    ("av", ["play", "--agent", "zero", "task=pendulum", "--steps", "2", "--video", "out.mp4"], "video"),
 ])
 def test_a_missing_extra_is_one_line(blocked, argv, extra) -> None:
     proc = _cli(blocked, *argv)
@@ -45,6 +46,7 @@ def test_a_missing_extra_is_one_line(blocked, argv, extra) -> None:
 def test_list_says_which_sims_are_unavailable() -> None:
     proc = _cli("mujoco", "list")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert 'sim=mujoco: (unavailable: sim=mujoco needs mujoco, which is not installed: pip install ' \
-           '"ctrl-rl[mujoco]")' in proc.stdout
-    assert "sim=torch: " in proc.stdout and "pendulum" in proc.stdout
+    flowing = " ".join(proc.stdout.split())  # the list wraps at 100 columns
+    assert 'sim=mujoco (unavailable: sim=mujoco needs mujoco, which is not installed: pip install ' \
+           '"ctrl-rl[mujoco]")' in flowing
+    assert "sim=torch " in proc.stdout and "pendulum" in proc.stdout
