@@ -65,9 +65,10 @@ def check_task(sim: str, task: str) -> None:
     for name, tasks in listed.items():
         for t in tasks if isinstance(tasks, list) else []:
             owner.setdefault(t, name)
-    close = difflib.get_close_matches(task, list(owner), n=1)
-    hint = f"; did you mean task={close[0]}" + (f" sim={owner[close[0]]}" if owner[close[0]] != sim else "") + "?" \
-        if close else "."
+    hint = "."
+    for guess in difflib.get_close_matches(task, list(owner), n=1):
+        needs = f" sim={owner[guess]}" if owner[guess] != sim else ""
+        hint = f"; did you mean task={guess}{needs}?"
     catalogue = "; ".join(f"sim={name}: {', '.join(tasks) if isinstance(tasks, list) else tasks}"
                           for name, tasks in listed.items())
     raise ValueError(f"unknown task {task!r} for sim {sim!r}{hint} Tasks by sim: {catalogue}")
