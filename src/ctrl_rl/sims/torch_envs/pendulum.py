@@ -31,7 +31,7 @@ import torch
 
 from ctrl_rl.env import Obs
 
-from .base import State, TaskParams, TorchVecEnv, task_number, wrap_to_pi
+from .base import State, TaskParams, TorchVecEnv, task_choice, task_number, wrap_to_pi
 from .draw import ACCENT, Canvas
 
 
@@ -59,8 +59,8 @@ class PendulumParams(TaskParams):
         self.l = task_number("l", self.l, 0.0, strict=True)
         if isinstance(self.physics_dtype, torch.dtype):
             self.physics_dtype = str(self.physics_dtype).removeprefix("torch.")
-        if self.physics_dtype not in ("float32", "float64"):
-            raise ValueError(f"task.kwargs.physics_dtype must be float32 or float64, got {self.physics_dtype!r}")
+        names = {"float32": "float32", "float64": "float64"}
+        self.physics_dtype = task_choice("physics_dtype", self.physics_dtype, names)
         if not isinstance(self.observe_velocity, bool):
             raise ValueError(f"task.kwargs.observe_velocity must be true or false, got {self.observe_velocity!r}")
 
