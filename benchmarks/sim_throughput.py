@@ -111,7 +111,7 @@ def make_setup(max_envs: int, episode: int, seed: int = 0, task: str = TASK) -> 
     s0 = np.zeros(mujoco.mj_stateSize(model, SPEC))
     mujoco.mj_getState(model, data, s0, SPEC)
     actions = np.random.default_rng(seed).uniform(-1.0, 1.0, (episode, max_envs, model.nu))
-    targets = np.asarray(robot.default_pose) + robot.action_scale * actions
+    targets = np.asarray(robot.default_pose) + np.asarray(robot.action_scales) * actions
     return Setup(model, int(cfg.decimation), task, s0, actions, targets)
 
 

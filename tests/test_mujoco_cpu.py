@@ -171,6 +171,19 @@ def test_robot_config_errors(tmp_path):
         build_model(cfg)
     with pytest.raises(ValueError, match="unknown robot"):
         load_robot("no_such_robot")
+    bad.write_text(text.replace("action_scale: 0.25", "action_scale: [0.25, 0.25, -0.1]"))
+    with pytest.raises(ValueError, match="action_scale must be finite and >= 0"):
+        RobotConfig.from_yaml(bad)
+    bad.write_text(text.replace("action_scale: 0.25", "action_scale: [0.25, 0.25, 0.25, 0.1, 0.1, 0.1, "
+                                "0.1, 0.1, 0.1, 0.1, 0.1, 0.1]"))  # the front right leg unlike the left
+    with pytest.raises(ValueError, match=r"mirrored joints \[\['FR_hip_joint', 'FL_hip_joint'\]"):
+        RobotConfig.from_yaml(bad)
+    bad.write_text(text + "action_joints: [FR_.*, .*_elbow]\n")
+    with pytest.raises(ValueError, match=r"action_joints \['.\*_elbow'\] match none of joint_names"):
+        RobotConfig.from_yaml(bad)
+    bad.write_text(text + "action_joints: [FR_.*]\n")  # the right front leg acts, its mirror twin does not
+    with pytest.raises(ValueError, match=r"mirrored joints .* differ in action_scale or action_joints"):
+        RobotConfig.from_yaml(bad)
     with pytest.raises(ValueError, match="no parameter 'frictoin'"):
         make_env("mujoco", TASK, 2, frictoin=(0.5, 1.0))
     with pytest.raises(ValueError, match="unknown reward term"):

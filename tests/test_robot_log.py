@@ -288,7 +288,7 @@ class FakeBundle(OnnxPolicy):
                          "joint_names": ["j0", "j1"], "default_pose": [0.1, -0.2], "action_scale": 0.5,
                          "action_clip": 1.0, "kp": [20.0, 20.0], "kd": [0.5, 0.5], "control_dt": 0.02,
                          "joint_limits": [[-1.0, 1.0], [-1.0, 1.0]], "task": "fake"}
-        self.obs_dim, self.noise_dim = 15, 0
+        self.obs_dim, self.noise_dim, self.action_dim = 15, 0, 2
         self.fed: list[np.ndarray] = []
         self.out: list[np.ndarray] = []
 

@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 import torch
+from toy_robot import write_toy_robot
 
 from ctrl_rl.app.export import export
 from ctrl_rl.app.train import train
@@ -19,10 +20,10 @@ TASK = "quadruped_velocity_flat"
 EXACT = {"obs_noise": 0.0, "max_action_delay": 0, "push_velocity": 0.0}  # what a robot never gets in training
 
 
-def tiny_bundle(root, task: str):
+def tiny_bundle(root, task: str, *overrides: str):
     run = train([f"task={task}", "env.num_envs=8", "algo.num_steps_per_env=8", "runner.max_iterations=1",
                  "algo.actor_hidden=[32]", "algo.critic_hidden=[32]", "runner.progress=false",
-                 f"runner.log_root={root}"])
+                 f"runner.log_root={root}", *overrides])
     return export(str(run), [])
 
 
@@ -35,6 +36,22 @@ def test_robot_policy_reproduces_env_observations_and_targets(bundle):
     """Signals reported in a shuffled joint order, mapped by name: same obs and joint targets
     as the env computes, step after step (so last_action bookkeeping matches too)."""
     reproduce(RobotPolicy(bundle), TASK, steps=60)
+
+
+@pytest.mark.parametrize("acting", [None, [".*_knee"]])
+def test_per_joint_action_scales_and_acting_joints_reach_the_bundle(tmp_path, acting):
+    """A robot YAML may scale each joint's action (hips 0.25, knees 0.1 here) and let the policy move only
+    some joints (the knees; the hips hold their default pose): the env and the bundle turn the same
+    actions into the same targets, and the network has one output per acting joint."""
+    yaml = write_toy_robot(tmp_path / "robot")
+    text = yaml.read_text().replace("action_scale: 0.25", "action_scale: [0.25, 0.1]")  # per leg
+    yaml.write_text(text + (f"action_joints: {acting}\n" if acting else ""))
+    rp = RobotPolicy(tiny_bundle(tmp_path, TASK, f"task.kwargs.robot={yaml}"))
+    np.testing.assert_allclose(rp.action_scale, [0.25, 0.1] * 4)
+    assert rp.policy.action_dim == (4 if acting else 8) == len(rp.last_action)
+    assert [rp.joint_names[i] for i in rp.action_index] == \
+        ([j for j in rp.joint_names if j.endswith("_knee")] if acting else rp.joint_names)
+    reproduce(rp, TASK, steps=20, robot=str(yaml))
 
 
 def test_a_humanoid_bundle_runs_the_gait_clock_as_training_did(tmp_path):
@@ -62,7 +79,9 @@ def reproduce(rp: RobotPolicy, task: str, steps: int, **task_kwargs) -> int:
         np.testing.assert_allclose(observed, obs["policy"][0].numpy(), atol=1e-5)
         targets = rp.targets(rp.policy(observed))
         actions = torch.as_tensor(rp.policy(obs["policy"][0].numpy()))[None]
-        expected = env.task.default_pose + env.task.action_scale * actions.clamp(-10, 10)
+        offsets = torch.zeros(1, len(rp.joint_names))  # the joints the policy does not move stay at default
+        offsets[:, env.task.action_index] = actions.clamp(-10, 10)
+        expected = env.task.default_pose + env.task.action_scale * offsets
         np.testing.assert_allclose(targets, expected[0].numpy(), atol=1e-5)
         obs, _, terminated, truncated, _ = env.step(actions)
         if bool(terminated | truncated):

@@ -89,6 +89,27 @@ def test_compiled_update_matches_eager(flag):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
+def test_bf16_autocast_reaches_the_update():
+    """``algo.autocast=bf16``: SAC's gradient steps compute their layers in bfloat16 (FastSAC's setting),
+    acting stays float32 and the parameters keep float32."""
+    cfg = SACConfig(learning_starts=0, batch_size=32, buffer_size=512, actor_hidden=[16], critic_hidden=[16],
+                    autocast="bf16")
+    alg = SAC(cfg, {"policy": 3}, 1, 4, "cpu", seed=1)
+    seen: list[tuple[bool, torch.dtype]] = []
+    hook = torch.nn.modules.module.register_module_forward_hook(
+        lambda m, i, o: seen.append((torch.is_grad_enabled(), o.dtype)) if isinstance(m, torch.nn.Linear) else None)
+    try:
+        fill(alg, 20)
+        acting = len(seen)
+        stats = alg.update()
+    finally:
+        hook.remove()
+    assert acting > 0 and {d for _, d in seen[:acting]} == {torch.float32}
+    assert torch.bfloat16 in {d for grad, d in seen[acting:] if grad}
+    assert all(p.dtype == torch.float32 for p in alg.model.parameters())
+    assert all(np.isfinite(v) for v in stats.values())
+
+
 def test_each_loss_backpropagates_into_its_own_parameters_only():
     """The actor's loss runs through the critics: its backward must leave their gradients as the
     critic step made them (no wasted weight-gradient matmuls, nothing added to the critic's)."""

@@ -29,6 +29,11 @@ def test_signed_perm_is_an_involution_and_refuses_what_is_not() -> None:
     np.testing.assert_array_equal(both.perm, [1, 0, 2, 3, 4])
     np.testing.assert_array_equal(both.sign, [-1, -1, 1, 1, -1])
     np.testing.assert_array_equal(m.tile(2).perm, [1, 0, 2, 4, 3, 5])
+    legs = SignedPerm([1, 0, 3, 2], [1, 1, -1, -1]).restrict([2, 3])  # the policy moves joints 2 and 3
+    np.testing.assert_array_equal(legs.perm, [1, 0])
+    np.testing.assert_array_equal(legs.sign, [-1, -1])
+    with pytest.raises(ValueError, match=r"element\(s\) \[0, 2\] map outside the selection"):
+        SignedPerm([1, 0, 3, 2], [1, 1, -1, -1]).restrict([0, 2])
     with pytest.raises(ValueError, match="not its own inverse"):
         SignedPerm([1, 2, 0], [1, 1, 1])  # a 3-cycle
     with pytest.raises(ValueError, match="not its own inverse"):
@@ -49,7 +54,8 @@ def test_points_pair_with_their_reflection() -> None:
 
 @pytest.mark.parametrize("task,kwargs", [("quadruped_velocity_flat", {}), ("humanoid_velocity_flat", {}),
                                          ("quadruped_velocity_rough", {}),
-                                         ("quadruped_velocity_flat", {"history_length": 3})])
+                                         ("quadruped_velocity_flat", {"history_length": 3}),
+                                         ("humanoid_velocity_flat", {"robot": "unitree_g1"})])  # legs act
 def test_mirroring_every_observation_twice_is_the_identity(task: str, kwargs: dict) -> None:
     env = make_env("mujoco", task, 4, seed=0, **kwargs)
     mirror = env.mirror()
@@ -84,7 +90,7 @@ def test_the_mirror_maps_are_the_physics_mirror(task: str) -> None:
     mirror, t, phys = env.mirror(), env.task, env.physics
     env.reset(seed=1)
     qpos, qvel = phys.qpos.float().clone(), phys.qvel.float().clone()
-    qpos[1], qvel[1] = mirror_state(t, qpos[0], qvel[0], mirror.actions)
+    qpos[1], qvel[1] = mirror_state(t, qpos[0], qvel[0], t.mirror_parts()["joints"])
     phys.write_rows(torch.tensor([False, True]), qpos, qvel)
     t.commands[0] = torch.tensor([0.6, 0.2, 0.4])
     t.commands[1] = torch.tensor([0.6, -0.2, -0.4])

@@ -66,6 +66,16 @@ class SignedPerm:
         return cls(np.concatenate([p.perm + o for p, o in zip(parts, offsets, strict=False)]),
                    np.concatenate([p.sign for p in parts]))
 
+    def restrict(self, index: Sequence[int]) -> SignedPerm:
+        """The map of the sub-vector ``x[..., index]`` (e.g. the joints a policy moves); the elements
+        must map among themselves."""
+        index = [int(i) for i in index]
+        where = {j: k for k, j in enumerate(index)}
+        outside = [j for j in index if int(self.perm[j]) not in where]
+        if outside:
+            raise ValueError(f"mirror map: element(s) {outside} map outside the selection {index}")
+        return SignedPerm(np.array([where[int(self.perm[j])] for j in index]), self.sign[index])
+
     def tile(self, frames: int) -> SignedPerm:
         """The map of ``frames`` stacked copies (an observation history: every frame mirrored alike)."""
         return SignedPerm.concat([self] * frames)

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from ctrl_rl import distributed
-from ctrl_rl.algos.graphs import CapturedStep
+from ctrl_rl.algos.graphs import CapturedStep, update_precision
 from ctrl_rl.algos.offpolicy_common import OffPolicyLearner
 from ctrl_rl.algos.offpolicy_losses import (
     categorical_projection,
@@ -109,13 +109,14 @@ class SAC(OffPolicyLearner[SACConfig, SACModel]):
         if self.env_steps < cfg.learning_starts or self.replay.num_sampleable == 0:
             return {"alpha": float(self.alpha), "buffer_size": float(len(self.replay))}
         totals: dict[str, torch.Tensor] = {}
-        for _ in range(cfg.num_updates):
-            batch = self.replay.sample(cfg.batch_size, self.generator)
-            update_actor = self.num_updates % cfg.actor_update_every == 0
-            stats = self._update(batch, update_actor)
-            self.num_updates += 1
-            for k, v in stats.items():
-                totals[k] = totals.get(k, 0.0) + v
+        with update_precision(cfg, self.device):  # algo.tf32 / algo.autocast
+            for _ in range(cfg.num_updates):
+                batch = self.replay.sample(cfg.batch_size, self.generator)
+                update_actor = self.num_updates % cfg.actor_update_every == 0
+                stats = self._update(batch, update_actor)
+                self.num_updates += 1
+                for k, v in stats.items():
+                    totals[k] = totals.get(k, 0.0) + v
         out = {k: float(v) / cfg.num_updates for k, v in totals.items()}
         if "actor" in out:  # the actor runs every actor_update_every steps only
             n_actor = sum(1 for i in range(self.num_updates - cfg.num_updates, self.num_updates)

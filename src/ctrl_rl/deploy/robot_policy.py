@@ -80,13 +80,23 @@ class RobotPolicy:
         """The terms' frame stacks (None when every term is one frame), restarted by :meth:`reset`."""
         self.joint_names: list[str] = list(meta["joint_names"])
         self.default_pose = np.asarray(meta["default_pose"], dtype=np.float64)
-        self.action_scale = float(meta["action_scale"])
+        self.action_scale = np.asarray(meta["action_scale"], dtype=np.float64)
+        """One value or one per joint (a robot YAML's ``action_scale``)."""
         clip = meta.get("action_clip")
         self.action_clip = None if clip is None else float(clip)
         self.kp = np.asarray(meta["kp"], dtype=np.float64)
         self.kd = np.asarray(meta["kd"], dtype=np.float64)
         self.control_dt = float(meta["control_dt"])
-        self.last_action = np.zeros(len(self.joint_names))
+        acting = list(meta.get("action_joints", self.joint_names))  # bundles before it: every joint acts
+        unknown = sorted(set(acting) - set(self.joint_names))
+        if unknown or len(set(acting)) != len(acting) or not acting:
+            raise ValueError(f"bundle metadata: action_joints must be distinct names from joint_names, got {acting}")
+        self.action_index = np.array([self.joint_names.index(j) for j in acting])
+        """Positions in ``joint_names`` of the policy's outputs; the other joints hold ``default_pose``."""
+        if self.policy.action_dim is not None and self.policy.action_dim != len(acting):
+            raise ValueError(f"bundle: the network outputs {self.policy.action_dim} actions for {len(acting)} acting "
+                             "joints (action_joints, or joint_names); re-export it with `ctrl-rl export <run>`")
+        self.last_action = np.zeros(len(acting))
         period = meta.get("gait_period")
         self.gait_period = None if period is None else float(period)
         """Seconds per cycle of the gait clock (``gait_clock`` term); None: the policy has no clock."""
@@ -105,15 +115,15 @@ class RobotPolicy:
         if n == 0 or len(set(self.joint_names)) != n:
             raise ValueError(f"{where}: joint_names must be distinct and non-empty, got {self.joint_names}")
         for key, value, minimum in (("default_pose", self.default_pose, None), ("kp", self.kp, 0.0),
-                                    ("kd", self.kd, 0.0)):
+                                    ("kd", self.kd, 0.0), ("action_scale", self.action_scale, 0.0)):
             if value.shape not in ((n,), (1,), ()) or not np.all(np.isfinite(value)) or \
                     (minimum is not None and np.any(value < minimum)):
                 raise ValueError(f"{where}: {key} must be {n} finite values{' >= 0' if minimum is not None else ''}, "
                                  f"got {value.tolist()}")
         if self.default_pose.shape != (n,):
             raise ValueError(f"{where}: default_pose has {self.default_pose.size} values for {n} joints")
-        if not (self.control_dt > 0 and np.isfinite(self.control_dt)) or not np.isfinite(self.action_scale):
-            raise ValueError(f"{where}: control_dt must be > 0 and action_scale finite")
+        if not (self.control_dt > 0 and np.isfinite(self.control_dt)):
+            raise ValueError(f"{where}: control_dt must be > 0 and finite")
         limits = meta.get("joint_limits")
         if limits is not None:
             lim = np.asarray(limits, dtype=np.float64)
@@ -179,4 +189,6 @@ class RobotPolicy:
         if self.action_clip is not None:
             actions = np.clip(actions, -self.action_clip, self.action_clip)
         self.last_action = actions
-        return self.default_pose + self.action_scale * actions
+        offsets = np.zeros(len(self.joint_names))
+        offsets[self.action_index] = actions
+        return self.default_pose + self.action_scale * offsets

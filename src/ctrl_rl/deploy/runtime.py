@@ -12,6 +12,9 @@ import numpy as np
 class OnnxPolicy:
     """Loads an exported bundle and maps observations to actions with onnxruntime."""
 
+    action_dim: int | None = None
+    """Width of the action output (None: not fixed in the graph)."""
+
     def __init__(self, path: str | Path, intra_op_threads: int = 1):
         import onnxruntime as ort
 
@@ -39,6 +42,8 @@ class OnnxPolicy:
             raise ValueError(f"bundle {path} has no 'obs' input of fixed width (inputs {sorted(inputs)}): "
                              "it was not written by `ctrl-rl export`")
         self.obs_dim = int(inputs["obs"].shape[1])
+        width = self.session.get_outputs()[0].shape[-1]
+        self.action_dim = width if isinstance(width, int) else None
         # flow policies (FPO) take their initial noise as an input: zeros = the deterministic action
         self.noise_dim = int(inputs["noise"].shape[1]) if "noise" in inputs else 0
         # recurrent policies take their state and return the next one: zeros = an episode's start

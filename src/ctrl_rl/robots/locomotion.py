@@ -40,7 +40,9 @@ class VelocityTask:
         self.cfg, self.robot, self.layout = cfg, robot, layout
         self.num_envs, self.device = num_envs, device
         nj = robot.num_joints
-        self.action_dim = nj
+        self.action_index = torch.tensor(robot.action_index, dtype=torch.long, device=device)
+        """Joints the policy moves (``robot.action_joints``); the others hold the default pose."""
+        self.action_dim = len(robot.action_index)
         self.decimation = int(cfg.decimation)
         self.step_dt = float(model.opt.timestep) * self.decimation
         self.max_episode_length = int(math.ceil(cfg.episode_length_s / self.step_dt))
@@ -50,7 +52,7 @@ class VelocityTask:
         self.base_id = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, robot.base_body)
         self.qpos0 = torch.as_tensor(model.qpos0, dtype=torch.float32, device=device)
         self.default_pose = torch.tensor(robot.default_pose, device=device)
-        self.action_scale = robot.action_scale
+        self.action_scale = torch.tensor(robot.action_scales, device=device)
         lo, hi = model.jnt_range[[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, j)
                                   for j in robot.joint_names]].T
         self.joint_limits = np.stack([lo, hi], axis=1)
@@ -63,7 +65,8 @@ class VelocityTask:
         self.torque_sensors = [f"{j}_torque" for j in robot.joint_names]
         self.joint_pos_sensors = [f"{j}_pos" for j in robot.joint_names]
         self.joint_vel_sensors = [f"{j}_vel" for j in robot.joint_names]
-        every = tuple(ObsTerm(t.name, t.dim or nj, t.scale, t.clip, t.noise) for t in policy_terms(cfg.obs_noise))
+        every = tuple(ObsTerm(t.name, t.dim or (self.action_dim if t.name == "last_action" else nj), t.scale,
+                              t.clip, t.noise) for t in policy_terms(cfg.obs_noise))
         pterms = tuple(t for t in every if cfg.policy_terms is None or t.name in cfg.policy_terms)
         pterms += self.extra_policy_terms()
         self.obs_terms: dict[str, tuple[ObsTerm, ...]] = {"policy": pterms}
@@ -80,12 +83,12 @@ class VelocityTask:
         n, f = num_envs, len(self.feet)
         zeros = lambda *s: torch.zeros(*s, device=device)  # noqa: E731
         self.commands = zeros(n, 3)
-        self.last_action = zeros(n, nj)
+        self.last_action = zeros(n, self.action_dim)
         self.last_joint_vel = zeros(n, nj)
         self.air_time = zeros(n, f)
         self.last_contact = torch.zeros(n, f, dtype=torch.bool, device=device)
         self.delay = torch.zeros(n, dtype=torch.long, device=device)
-        self.action_history = zeros(n, cfg.max_action_delay + 1, nj)
+        self.action_history = zeros(n, cfg.max_action_delay + 1, self.action_dim)
         self.active_rewards = [k for k, w in cfg.rewards.items() if w != 0.0]
         self.out_of_bounds = torch.zeros(n, dtype=torch.bool, device=device)
         """Envs whose episode is cut short without a failure (a time-out); never on flat ground."""
@@ -177,7 +180,7 @@ class VelocityTask:
         qpos[:, 3] = 1.0  # upright: the identity quaternion
         qpos[:, 4:7] = 0.0
         qpos[:, self.qadr] = self.default_pose + self._uniform(gen, -c.init_joint_noise, c.init_joint_noise,
-                                                               n, self.action_dim)
+                                                               n, self.robot.num_joints)
         qvel = torch.zeros(n, physics.model.nv, device=self.device)
         qvel[:, :6] = self._uniform(gen, -c.init_base_vel, c.init_base_vel, n, 6)
         return qpos, qvel
@@ -204,12 +207,15 @@ class VelocityTask:
         return cmd.masked_fill(standing, 0.0)
 
     def joint_targets(self, actions: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-        """Clip, delay (per-env latency) and scale actions into PD position targets."""
+        """Clip, delay (per-env latency) and scale actions into PD position targets (the joints the policy
+        does not move keep their default pose)."""
         actions = actions.clamp(-self.cfg.clip_actions, self.cfg.clip_actions)
         self.action_history = torch.cat([actions[:, None], self.action_history[:, :-1]], 1)
         applied = self.action_history[torch.arange(self.num_envs, device=self.device), self.delay]
         self._action = actions
-        return self.default_pose + self.action_scale * applied
+        offsets = torch.zeros(self.num_envs, self.robot.num_joints, device=self.device)
+        offsets[:, self.action_index] = applied
+        return self.default_pose + self.action_scale * offsets
 
     def evaluate(self, physics: Any, episode_length: torch.Tensor,
                  gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, dict]:
@@ -332,6 +338,7 @@ class VelocityTask:
             "joint_names": list(r.joint_names),
             "default_pose": list(r.default_pose),
             "action_scale": r.action_scale,
+            "action_joints": [r.joint_names[i] for i in r.action_index],  # the policy's outputs, in order
             "action_clip": self.cfg.clip_actions,
             "kp": list(r.kp), "kd": list(r.kd), "torque_limits": list(r.torque_limits),
             "joint_limits": self.joint_limits.tolist(),  # hard [lo, hi] per joint (rad), for the deploy watchdog
@@ -349,12 +356,12 @@ class VelocityTask:
         if not np.allclose(joints(q0), q0, atol=1e-6):
             raise ValueError(f"robot {self.robot.name}: its default_pose is not its own mirror image under the "
                              "YAML's `mirror` map, so joint_pos_rel cannot mirror; fix the pose or the map")
-        return {"joints": joints, "feet": SignedPerm(pair_points(self.foot_points, tol=1e-4),
-                                                     np.ones(len(self.feet)))}
+        feet = SignedPerm(pair_points(self.foot_points, tol=1e-4), np.ones(len(self.feet)))
+        return {"joints": joints, "actions": joints.restrict(self.robot.action_index), "feet": feet}
 
     def mirror(self) -> EnvMirror:
         """Every observation term's mirror map (its history frames included) and the actions' (the
-        joints' map: actions are joint offsets from the symmetric default pose)."""
+        joints' map on the joints the policy moves: actions are offsets from the symmetric default pose)."""
         parts = self.mirror_parts()
         terms: dict[str, list[SignedPerm]] = {}
         for group, group_terms in self.obs_terms.items():
@@ -365,7 +372,7 @@ class VelocityTask:
                 if m.dim != t.dim:
                     raise ValueError(f"mirror of term {t.name!r} has {m.dim} elements, the term {t.dim}")
                 terms[group].append(m.tile(t.history))
-        return EnvMirror(terms, parts["joints"])
+        return EnvMirror(terms, parts["actions"])
 
     # -- state ------------------------------------------------------------------------------
     _BUFFERS = ("commands", "last_action", "last_joint_vel", "air_time", "last_contact", "delay", "action_history")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -59,8 +60,13 @@ class RobotConfig:
     """PD damping (N m s/rad), per joint."""
     torque_limits: tuple[float, ...]
     """Motor torque limits (N m), per joint."""
-    action_scale: float = 0.25
-    """Joint target = default_pose + action_scale * action (legged_gym's convention)."""
+    action_scale: float | tuple[float, ...] = 0.25
+    """Joint target = default_pose + action_scale * action (legged_gym's convention): one value, or one
+    per joint (as mjlab scales each joint; a small value nearly holds a joint at its default)."""
+    action_joints: tuple[str, ...] = ()
+    """The joints the policy moves, as names or regular expressions; every other joint holds its
+    ``default_pose`` under its PD gains (unitree_rl_gym's G1: the legs act, waist and arms hold).
+    Empty: every joint. The actions (and the ``last_action`` observation) follow ``joint_names``' order."""
     foot_geoms: tuple[str, ...] = ()
     """Geoms whose contacts count as foot contacts (air time, contact observations)."""
     imu_site: str | None = None
@@ -86,6 +92,20 @@ class RobotConfig:
     @property
     def num_joints(self) -> int:
         return len(self.joint_names)
+
+    @property
+    def action_index(self) -> tuple[int, ...]:
+        """Positions in ``joint_names`` of the joints the policy moves (:attr:`action_joints`)."""
+        if not self.action_joints:
+            return tuple(range(self.num_joints))
+        return tuple(i for i, j in enumerate(self.joint_names)
+                     if any(re.fullmatch(p, j) for p in self.action_joints))
+
+    @property
+    def action_scales(self) -> tuple[float, ...]:
+        """:attr:`action_scale` as one value per joint."""
+        scale = self.action_scale
+        return tuple(scale) if isinstance(scale, tuple) else (float(scale),) * self.num_joints
 
     def mirror_map(self) -> tuple[np.ndarray, np.ndarray]:
         """``(perm, sign)`` with ``mirrored = sign * q[..., perm]`` for any joint-ordered vector
@@ -155,10 +175,27 @@ class RobotConfig:
         values["default_pose"] = tuple(float(v) for v in raw["default_pose"])
         for key in ("kp", "kd", "torque_limits") + (("armature",) if "armature" in raw else ()):
             values[key] = per_joint(key)
+        if isinstance(raw.get("action_scale"), list):
+            values["action_scale"] = per_joint("action_scale")
+        elif "action_scale" in raw:
+            values["action_scale"] = float(raw["action_scale"])
+        scales = np.atleast_1d(values.get("action_scale", cls.action_scale))
+        if not (np.all(np.isfinite(scales)) and np.all(scales >= 0)):
+            raise ValueError(f"{path}: action_scale must be finite and >= 0, got {raw.get('action_scale')}")
         values["collide"] = tuple(raw.get("collide") or ())
+        values["action_joints"] = tuple(raw.get("action_joints") or ())
+        idle = [p for p in values["action_joints"] if not any(re.fullmatch(p, j) for j in values["joint_names"])]
+        if idle:
+            raise ValueError(f"{path}: action_joints {idle} match none of joint_names")
         values["mirror"] = _parse_mirror(path, raw.get("mirror") or [], values["joint_names"])
         values["source"] = str(path.resolve())
         robot = cls(**values)
+        scale = dict(zip(robot.joint_names, robot.action_scales, strict=True))
+        acting = {robot.joint_names[i] for i in robot.action_index}
+        uneven = [[a, b] for a, b, _ in robot.mirror if scale[a] != scale[b] or (a in acting) != (b in acting)]
+        if uneven:
+            raise ValueError(f"{path}: mirrored joints {uneven} differ in action_scale or action_joints; "
+                             f"a mirrored action must move both sides alike")
         if robot.init_height is None and _available(robot):  # the default pose's feet on the ground
             model = mujoco.MjModel.from_xml_path(str(robot.mjcf_path()))
             robot = replace(robot, init_height=standing_height(model, robot))

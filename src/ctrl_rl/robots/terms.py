@@ -85,7 +85,7 @@ TERM_MIRRORS: dict[str, tuple[float, ...] | str] = {
     "base_ang_vel": (-1.0, 1.0, -1.0),       # a pseudovector: roll and yaw rates flip
     "projected_gravity": (1.0, -1.0, 1.0),
     "velocity_commands": (1.0, -1.0, -1.0),  # vx, vy, yaw rate
-    "joint_pos_rel": "joints", "joint_vel": "joints", "last_action": "joints",
+    "joint_pos_rel": "joints", "joint_vel": "joints", "last_action": "actions",
     "gait_clock": (-1.0, -1.0),              # half a period on: the other leg's phase
     "base_lin_vel": (1.0, -1.0, 1.0),
     "base_height": (1.0,),
@@ -93,7 +93,8 @@ TERM_MIRRORS: dict[str, tuple[float, ...] | str] = {
     "height_scan": "scan",
 }
 """How each term mirrors left/right (reflection in the base's x-z plane): per-element signs, or the
-name of a signed permutation the robot supplies (``joints``: its YAML ``mirror`` map; ``feet``: its
+name of a signed permutation the robot supplies (``joints``: its YAML ``mirror`` map; ``actions``: that map
+on the joints the policy moves; ``feet``: its
 foot geoms paired by position; ``scan``: the scan points paired by position). ``ctrl_rl.mirror``."""
 
 ROBOT_SIGNALS = ("imu_quat", "imu_gyro", "joint_pos", "joint_vel", "command", "last_action", "default_pose",
