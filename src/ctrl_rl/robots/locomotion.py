@@ -213,6 +213,8 @@ class VelocityTask:
         self.action_history = torch.cat([actions[:, None], self.action_history[:, :-1]], 1)
         applied = self.action_history[torch.arange(self.num_envs, device=self.device), self.delay]
         self._action = actions
+        if self.action_dim == self.robot.num_joints:  # every joint acts: no scatter on the step's path
+            return self.default_pose + self.action_scale * applied
         offsets = torch.zeros(self.num_envs, self.robot.num_joints, device=self.device)
         offsets[:, self.action_index] = applied
         return self.default_pose + self.action_scale * offsets
