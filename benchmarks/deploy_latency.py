@@ -122,7 +122,7 @@ def loop_jitter(bundle: Path, rate_hz: float, seconds: float, rt: int = 0, burne
         params = NodeParams(bundle=str(bundle), rate_hz=rate_hz, command_format="position_gains",
                             realtime_priority=rt,
                             safety={"stand_up_time": 1.0, "stand_hold_time": 0.2, "state_timeout": 0.5,
-                                    "max_tilt": 3.0})
+                                    "max_tilt": 3.0, "auto_start": True})  # a simulated robot: no operator
         node = DeployNode(params, transport)
         th = threading.Thread(target=node.run, daemon=True)
         th.start()

@@ -101,7 +101,7 @@ def make_setup(max_envs: int, episode: int, seed: int = 0, task: str = TASK) -> 
 
     cfg = task_entry(task).make_config()
     robot = load_robot(cfg.robot)
-    model = cfg.apply_physics(build_model(robot)[0], robot.name)  # the task's solver budget, as training steps it
+    model = cfg.apply_physics(build_model(robot)[0], robot)  # the task's physics profile, as training steps it
     data = mujoco.MjData(model)
     ids = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, j) for j in robot.joint_names]
     data.qpos[2] = robot.init_height

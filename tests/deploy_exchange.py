@@ -3,7 +3,8 @@
     python tests/deploy_exchange.py BUNDLE --transport dds|rclpy
 
 The sim2sim bridge runs as its own process (joints published in reversed order, position + gains
-commands); the deploy node runs here. Sequence: passive -> stand-up -> policy (the robot must
+commands); the deploy node runs here, and an operator's start message goes to it over the transport
+once it has read the robot's state. Sequence: passive -> stand-up -> policy (the robot must
 stand and the policy must drive it), then the bridge is killed and the node must reach damping
 within the state timeout + 2 control periods of the last state it received. Prints one JSON
 line of findings.
@@ -35,6 +36,7 @@ def main() -> None:
     ap.add_argument("--policy-seconds", type=float, default=2.0)
     args = ap.parse_args()
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    from ctrl_rl.deploy import messages as m
     from ctrl_rl.deploy.node import DeployNode, NodeParams
     from ctrl_rl.deploy.transports import make_transport
 
@@ -54,10 +56,13 @@ def main() -> None:
                             safety={"stand_up_time": 1.5, "stand_hold_time": 0.3,
                                     "state_timeout": STATE_TIMEOUT, "command_timeout": 0.0})
         node = DeployNode(params, transport)
+        start = transport.publisher(params.start_topic, m.Bool)  # the operator (the node's default waits for one)
         th = threading.Thread(target=node.run, daemon=True)
         th.start()
         t0 = time.monotonic()
         while node.safety.mode.value != "policy" and time.monotonic() - t0 < 60:
+            if node.safety.mode.value == "passive" and node._joints is not None:
+                start(m.Bool(True))
             time.sleep(0.01)
         out["reached_policy_s"] = round(time.monotonic() - t0, 2)
         q = node._joints[0] if node._joints else None  # measured pose when the policy takes over

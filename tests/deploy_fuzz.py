@@ -6,7 +6,9 @@
 ``nan.onnx``, ``inf.onnx``, ``huge.onnx`` (the same policy with its output multiplied by NaN, inf
 and 1e6: tests/bundles.py). Each case starts the node as a user does (``python -m ctrl_rl
 deploy node``) in its own process and namespace; this process is the robot: it publishes
-JointState + Imu at 200 Hz and whatever the case sends, and records every command and status.
+JointState + Imu at 200 Hz and whatever the case sends, and records every command and status. It
+is the operator too: while the node waits in passive and the robot streams a valid state, it sends
+a start message every 0.1 s (the node's default, ``safety.auto_start: false``, waits for one).
 
 Checked on **every** command received, in every case: all values finite; every target within the
 bundle's joint limits (in the command's joint order); with ``position_gains`` kp and kd finite,
@@ -69,10 +71,12 @@ class Case:
 class Robot:
     """The peer: a robot publishing state, an operator, and the checker of every command."""
 
-    def __init__(self, transport_name: str, ns: str, meta: dict, command_format: str, family: str = "") -> None:
+    def __init__(self, transport_name: str, ns: str, meta: dict, command_format: str, family: str = "",
+                 driver_order: list[str] | None = None) -> None:
         self.ns = ns
         self.names = list(meta["joint_names"])
-        self.order = self.names[::-1]  # the driver's order differs from the policy's
+        self.order = self.names[::-1] if driver_order is None else list(driver_order)
+        """The driver's joint order (by default it differs from the policy's)."""
         unitree = None
         if transport_name == "unitree":  # this peer is the robot's side of the protocol
             unitree = {"family": family or family_for(str(meta.get("robot", "")), len(self.names)),
@@ -94,6 +98,10 @@ class Robot:
         self.map_sample: Callable[[], m.Float64MultiArray] | None = None if self.scan is None else self.flat_map
         """What the robot's terrain perception publishes with each state (None: nothing)."""
         self.first_valid_state: float | None = None
+        self.operator = True
+        """Send start messages while the node is passive and the state is valid (module docstring)."""
+        self.received: list[tuple[float, np.ndarray]] | None = None
+        """Every command as ``(arrival time, data)`` when set to a list (None: only counted)."""
         self.commands = 0
         self.unsafe: list[str] = []
         self.status: dict = {}
@@ -121,6 +129,7 @@ class Robot:
         return self.scan.message(np.full(self.scan.size, self.scan.offset))
 
     def _stream(self) -> None:
+        next_start = 0.0
         while not self._stop.is_set():
             if self.streaming:
                 js, imu = self.sample()
@@ -131,6 +140,10 @@ class Robot:
                 make_map = self.map_sample
                 if make_map is not None:
                     self.pub_map(make_map())
+                now = time.monotonic()
+                if self.operator and self.sample_valid and self.status.get("mode") == "passive" and now >= next_start:
+                    self.pub_start(m.Bool(True))
+                    next_start = now + 0.1
             time.sleep(0.005)
 
     def start_streaming(self) -> None:
@@ -162,6 +175,8 @@ class Robot:
         with self.lock:
             self.commands += 1
             self.unsafe += problems
+            if self.received is not None:
+                self.received.append((t, d))
 
     def _on_status(self, msg: m.String) -> None:
         self.status = json.loads(msg.data)

@@ -7,7 +7,9 @@ safety limit is applied (a 0.2 rad tilt then trips damping at max_tilt 0.1), a s
 and a change to a start-up parameter are refused with their reasons, and ``GetParameters`` tells
 what the node really uses (``--set`` wins over ``-p``); the bundle itself comes from ``-p bundle:=``.
 ``lifecycle``: ``--lifecycle``: no command while unconfigured or inactive; configure, activate
-(stand-up, policy), deactivate (damping) through ``lifecycle_msgs/srv/ChangeState``.
+(then the operator's start: stand-up, policy), deactivate (damping: an operator's stop, not a
+fault) through ``lifecycle_msgs/srv/ChangeState``. The peer is the operator too: it sends a start
+message while the node is active and passive (the node's default waits for one).
 Prints ``CHECKS {json}``.
 """
 
@@ -51,7 +53,7 @@ def param(name: str, value) -> Parameter:
 
 
 class Peer:
-    """The robot (state at 200 Hz, tilt settable) plus a recorder of commands and status."""
+    """The robot (state at 200 Hz, tilt settable), the operator's start, a recorder of commands and status."""
 
     def __init__(self, ns: str, meta: dict) -> None:
         self.t = RclpyTransport(namespace=ns, node_name="peer", args=[])
@@ -62,6 +64,8 @@ class Peer:
         self.commands: list[tuple[float, np.ndarray]] = []
         self.pub_js = self.t.publisher("joint_states", m.JointState)
         self.pub_imu = self.t.publisher("imu/data", m.Imu)
+        self.pub_start = self.t.publisher("ctrl_rl/start", m.Bool)
+        self._next_start = 0.0
         self.t.subscribe("joint_commands", m.Float64MultiArray, lambda c: self.commands.append((time.monotonic(),
                                                                                                c.data.copy())))
         self.t.subscribe("ctrl_rl/status", m.String, lambda s: setattr(self, "status", json.loads(s.data)),
@@ -78,11 +82,15 @@ class Peer:
         q = np.array([np.cos(self.tilt / 2), np.sin(self.tilt / 2), 0.0, 0.0])
         self.pub_js(m.JointState(now, self.names, self.pose, np.zeros(len(self.names)), np.zeros(0)))
         self.pub_imu(m.Imu(now, q, np.zeros(3), np.array([0.0, 0.0, 9.81])))
+        waiting = self.status.get("mode") == "passive" and self.status.get("enabled")
+        if waiting and time.monotonic() >= self._next_start:  # an operator at the robot presses start
+            self.pub_start(m.Bool(True))
+            self._next_start = time.monotonic() + 0.1
 
     def stream_to(self, mode: str, timeout: float = 5.0) -> dict:
-        """Stream state until the node reports ``mode`` (or the timeout); its mode and fault then."""
+        """Stream state until the node reports ``mode`` (or the timeout); its mode, fault and stop then."""
         self.stream_until(lambda: self.status.get("mode") == mode, timeout)
-        return {k: self.status.get(k) for k in ("mode", "fault")}
+        return {k: self.status.get(k) for k in ("mode", "fault", "stop")}
 
     def stream_until(self, pred, timeout: float = 15.0) -> bool:
         end = time.monotonic() + timeout

@@ -19,12 +19,13 @@ def ctrl_rl(*args: str, cwd=None) -> subprocess.CompletedProcess:
     [
         ("task=nope", "unknown task 'nope' for sim 'torch'. Tasks by sim: sim=torch: bimodal_bandit, cartpole_balance"),
         ("task=quadruped_velocity_flta", "unknown task 'quadruped_velocity_flta' for sim 'torch'; did you mean "
-                                         "task=quadruped_velocity_flat sim=mujoco? Tasks by sim: sim=torch: "),
+                                         "task=quadruped_velocity_flat sim=mujoco? (`ctrl-rl list` lists every task"),
         ("env.num_envs=-4", "env.num_envs: must be a positive integer, got -4"),
-        ("env.num_envs=abc", "env.num_envs: expected integer, got 'abc'"),
+        ("env.num_envs=abc", "env.num_envs: expected integer, got 'abc' (e.g. env.num_envs=4096)"),
         ("algo.learnin_rate=1e-3", "unknown config key 'algo.learnin_rate'"),
         ("num_envs=64", "unknown config key 'num_envs' (did you mean 'env.num_envs'?); top-level keys: algo, "),
-        ("algo=sacc", "unknown algo 'sacc'; choose one of: bc, cts, distillation, fpo, ppo, pql, props, residual, sac"),
+        ("algo=sacc", "unknown algo 'sacc' (did you mean algo=sac?); choose one of: bc, cts, distillation, fpo, ppo, "
+                      "pql, props, residual, sac"),
         ("algo.schedule=cosine", "algo.schedule: must be one of: adaptive, fixed"),
         ("sim=bullet", "unknown sim 'bullet'; choose one of: gymnasium, isaacgym, isaaclab, mjlab, mjwarp, mujoco, "
                        "torch"),
@@ -45,6 +46,73 @@ def test_bad_config_is_one_line_error_naming_the_fix(tmp_path, override, expecte
     assert len(lines) == 1, r.stderr
     assert expected in lines[0], lines[0]
     assert not list(tmp_path.rglob("params"))  # failed before any work: no run directory
+
+
+@pytest.mark.parametrize("override", ["env.num_envs=abc", "env.num_envs=1.5", "seed=abc", "threads=abc",
+                                      "profile=maybe", "algo.learning_rate=abc", "algo.compile=maybe",
+                                      "algo.actor_hidden=64", "algo.critic_obs=5", "sim.nconmax=abc",
+                                      "runner.max_iterations=abc", "runner.progress=maybe"])
+def test_every_type_error_of_an_override_carries_an_example_fix(override):
+    """A value of the wrong type is refused with a value of the right one to copy (the key's default)."""
+    from ctrl_rl.app.configure import load_train_config
+    from ctrl_rl.config import ConfigError
+
+    key = override.split("=")[0]
+    with pytest.raises(ConfigError) as refused:
+        load_train_config(["task=pendulum", override])
+    message = str(refused.value)
+    assert message.startswith(f"{key}: expected ") and f" (e.g. {key}=" in message, message
+    example = message.split(" (e.g. ", 1)[1].rstrip(")")
+    load_train_config(["task=pendulum", example])  # the example is a value the key takes
+
+
+@pytest.mark.parametrize("argv", [["task=pendulumm"], ["task=pendulumm", "sim=mujoco"], ["task=nope"],
+                                  ["algo.learnin_rate=1e-3"], ["algo.zzz=1"], ["algo=sac", "algo.zzz=1"],
+                                  ["num_envs=64"], ["tune=fastest"], ["tune=ppo_pendulumm"], ["algo=sacc"]])
+def test_a_did_you_mean_line_stays_within_200_characters(argv, tmp_path):
+    """Choices that do not fit are counted and left to the command that lists them all."""
+    r = ctrl_rl("train", *argv, "--cfg", cwd=tmp_path)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("ctrl-rl: error: "), r.stderr
+    assert len(lines[0]) <= 200, (len(lines[0]), lines[0])
+    if "... (" in lines[0]:
+        assert lines[0].endswith(("more: `ctrl-rl list`)", "--help`)")), lines[0]
+
+
+def test_a_task_typo_names_the_task_and_where_every_task_is_listed(tmp_path):
+    r = ctrl_rl("train", "task=pendulumm", "--cfg", cwd=tmp_path)
+    assert r.stderr == ("ctrl-rl: error: unknown task 'pendulumm' for sim 'torch'; did you mean task=pendulum? "
+                        "(`ctrl-rl list` lists every task by sim)\n")
+    r = ctrl_rl("train", "algo.learnin_rate=1e-3", "--cfg", cwd=tmp_path)
+    assert "(did you mean 'algo.learning_rate'?); `ctrl-rl train algo=ppo --help` lists every key" in r.stderr
+
+
+@pytest.mark.parametrize("algo", ["bc", "uni_o4", "distillation"])
+def test_help_and_cfg_of_a_learner_print_without_its_inputs(algo):
+    """``--help`` and ``--cfg`` need no ``dataset=`` (nor ``algo.teacher``); training still refuses without it."""
+    helped = ctrl_rl("train", f"algo={algo}", "task=pendulum", "--help")
+    assert helped.returncode == 0 and "runner.max_iterations=" in helped.stdout, helped.stderr
+    if algo != "distillation":
+        assert "dataset=null" in helped.stdout and f"Required by algo={algo}" in helped.stdout
+    printed = ctrl_rl("train", f"algo={algo}", "task=pendulum", "--cfg")
+    assert printed.returncode == 0 and f"name: {algo}" in printed.stdout, printed.stderr
+    if algo == "bc":
+        refused = ctrl_rl("train", "algo=bc", "task=pendulum")
+        assert refused.returncode == 2 and refused.stderr.startswith("ctrl-rl: error: dataset: algo=bc trains from a "
+                                                                      "dataset"), refused.stderr
+
+
+def test_each_runner_key_is_described_for_the_learner_it_is_printed_for():
+    """Uni-O4's runner.max_iterations counts only its online iterations (0: offline only); BC's applies
+    with algo.num_passes=0; PPO's is the run's total."""
+    flowing = {algo: " ".join(ctrl_rl("train", f"algo={algo}", "task=pendulum", "--help").stdout.split())
+               for algo in ("ppo", "uni_o4", "bc")}
+    assert "runner.max_iterations=60 Online PPO iterations only, after the algo.pretrain_iterations + " \
+           "algo.improve_iterations offline ones" in flowing["uni_o4"]
+    assert "0: stop after the offline stage" in flowing["uni_o4"]
+    assert "when algo.num_passes=0" in flowing["bc"]
+    assert "runner.max_iterations=300 The run's length in iterations" in flowing["ppo"]
+    assert "a total" in flowing["ppo"] and "--more N" in flowing["ppo"]
 
 
 def test_a_tune_preset_replaces_the_pairs_tuned_settings():

@@ -71,6 +71,7 @@ class Robot:
         self.pub_js = self.t.publisher("joint_states", m.JointState)
         self.pub_imu = self.t.publisher("imu/data", m.Imu)
         self.pub_estop = self.t.publisher("estop", m.Bool)
+        self.pub_start = self.t.publisher("ctrl_rl/start", m.Bool)
         self.commands: list[np.ndarray] = []
         self.t.subscribe("joint_commands", m.Float64MultiArray, lambda msg: self.commands.append(msg.data.copy()))
 
@@ -127,8 +128,15 @@ def test_missing_joint_names_are_refused_with_a_clear_error(node_and_robot):
 
 
 def drive_to_policy(node, robot) -> None:
+    """Healthy state and the operator's start (sent until the node leaves passive)."""
     names, pose = node.policy.joint_names, node.policy.default_pose
-    assert wait_for(lambda: (robot.send(names, pose), node.safety.mode.value == "policy")[1], 15), node.status()
+
+    def step() -> bool:
+        robot.send(names, pose)
+        if node.safety.mode.value == "passive" and node._joints is not None:
+            robot.pub_start(m.Bool(True))
+        return node.safety.mode.value == "policy"
+    assert wait_for(step, 15), node.status()
 
 
 @pytest.mark.parametrize("bad", ["nan_position", "short_position", "nan_imu", "not_unit_quaternion"])

@@ -203,5 +203,5 @@ def test_lifecycle_node_commands_only_while_active(bundle_dir):
     assert r["transitions"] == [["configure", True, "inactive"], ["activate", True, "active"],
                                 ["deactivate", True, "inactive"]]
     assert r["reached_policy"] and r["commands_active"] > 0
-    assert r["after_deactivate"] == {"mode": "damping", "fault": "deactivated (lifecycle)"}
+    assert r["after_deactivate"] == {"mode": "damping", "fault": None, "stop": "deactivated (lifecycle)"}
     assert r["stop"]["exit"] == 0

@@ -337,6 +337,8 @@ def test_node_records_each_policy_episode_and_how_it_ended(tmp_path):
             out.append(node.tick())
         return out
 
+    assert ticks(1) == [Mode.PASSIVE]  # the operator has not started it yet
+    tr.subs["ctrl_rl/start"](m.Bool(True))
     assert ticks(6) == [Mode.STAND_UP] + [Mode.POLICY] * 5  # episode 1: 5 policy ticks ...
     assert ticks(1, upright=False) == [Mode.DAMPING]  # ... ended by a fall
     ticks(1)
@@ -357,7 +359,7 @@ def test_node_records_each_policy_episode_and_how_it_ended(tmp_path):
     np.testing.assert_array_equal(np.concatenate([x.states[:-1] for x in logs]), fed)  # what the policy consumed
     np.testing.assert_array_equal(np.concatenate([x.actions for x in logs]), out)  # its raw actions
     first = logs[0]
-    np.testing.assert_array_equal(first.signals["joint_pos"][:, 0], np.float32(0.1 + 0.01 * np.arange(2, 8)))
+    np.testing.assert_array_equal(first.signals["joint_pos"][:, 0], np.float32(0.1 + 0.01 * np.arange(3, 9)))
     # the final state is the observation after the last action: last_action = the (clipped) last action
     np.testing.assert_allclose(first.states[-1, 13:15], np.clip(first.actions[-1], -1, 1), atol=1e-7)
     np.testing.assert_allclose(first.states[-1, 9:11], first.signals["joint_pos"][-1] - [0.1, -0.2], atol=1e-6)
@@ -444,7 +446,7 @@ def test_sim2sim_recording_loads_as_a_dataset(bundle, tmp_path):
         th = threading.Thread(target=node.run, daemon=True)
         th.start()
         mode = lambda: node.safety.mode.value  # noqa: E731
-        assert _until(lambda: mode() == "policy", 40), node.status()
+        assert _until(lambda: mode() == "policy", 40, lambda: start(m.Bool(True))), node.status()
         time.sleep(1.0)
         assert _until(lambda: mode() == "damping", 10, lambda: estop(m.Bool(True))), node.status()
         assert _until(lambda: mode() == "policy", 20, lambda: start(m.Bool(True))), node.status()

@@ -73,6 +73,7 @@ def reproduce(rp: RobotPolicy, task: str, steps: int, **task_kwargs) -> int:
     ended = 0
     for _ in range(steps):
         s = {k: v[0].double().numpy() for k, v in env.task.signals(env.physics).items() if k in ROBOT_SIGNALS}
+        s["command"] = env.task.user_commands[0].double().numpy()  # the operator's; the bundle holds the heading
         robot = {**s, "joint_pos": s["joint_pos"][from_policy], "joint_vel": s["joint_vel"][from_policy]}
         mapped = {**robot, "joint_pos": robot["joint_pos"][to_policy], "joint_vel": robot["joint_vel"][to_policy]}
         observed = rp.observation(mapped)  # once per tick, as the node calls it (the clock advances)
@@ -123,6 +124,7 @@ t = rp.step(s)
 assert t.shape == (12,)
 # the whole robot side: node, safety, plain-DDS transport, sim2sim bridge, `ctrl-rl deploy`
 import ctrl_rl.deploy.node, ctrl_rl.deploy.safety, ctrl_rl.deploy.sim2sim, ctrl_rl.deploy.transports.dds
+import ctrl_rl.deploy.gait_files, ctrl_rl.deploy.gait_recorder, ctrl_rl.deploy.gait_report  # the gait report
 from ctrl_rl.app.cli import main
 try:
     main(["deploy", "node", "--help"])
@@ -172,6 +174,7 @@ def test_numpy_history_and_memory_rebuild_the_env_from_the_bundle_alone(memory_b
     resets = 0
     for _ in range(100):
         s = {k: v[0].double().numpy() for k, v in env.task.signals(env.physics).items() if k in ROBOT_SIGNALS}
+        s["command"] = env.task.user_commands[0].double().numpy()  # the operator's; the bundle holds the heading
         np.testing.assert_allclose(rp.observation(s), obs["policy"][0].numpy(), atol=1e-5)
         actions = rp.policy(obs["policy"][0].numpy())
         with torch.no_grad():

@@ -79,8 +79,11 @@ def test_passive_stand_up_policy_sequence_and_commands():
     c = sm.command(0.05)
     np.testing.assert_array_equal(c.position, lying)  # passive holds the measured pose, not the default
     np.testing.assert_array_equal(c.kp, 0.0)
-    np.testing.assert_array_equal(c.kd, CFG.damping_kd)
-    assert sm.tick(0.1, None, lying) == Mode.STAND_UP  # auto_start on the first healthy data
+    np.testing.assert_array_equal(c.kd, 0.0)  # passive before a start: zero gains (safety.passive_kd)
+    assert sm.tick(0.08, None, lying) == Mode.PASSIVE  # healthy, but no operator's start yet (the default)
+    np.testing.assert_array_equal(sm.command(0.08).kp, 0.0)  # still nothing stiff
+    sm.request_start()
+    assert sm.tick(0.1, None, lying) == Mode.STAND_UP  # the start, on healthy data
     np.testing.assert_allclose(sm.command(0.1).position, lying)
     np.testing.assert_allclose(sm.command(0.6).position, (lying + POSE) / 2)  # halfway at t0 + 0.5 s
     np.testing.assert_allclose(sm.command(0.6).kp, 35.0)
@@ -96,6 +99,7 @@ def test_passive_stand_up_policy_sequence_and_commands():
 
 def test_fault_latches_damping_until_a_start_on_healthy_data():
     sm = SafetyStateMachine(CFG, POSE, kp=[35.0], kd=[0.6])
+    sm.request_start()
     sm.tick(0.0, None, POSE)
     sm.tick(2.0, None, POSE)
     assert sm.mode == Mode.POLICY
@@ -113,11 +117,43 @@ def test_fault_latches_damping_until_a_start_on_healthy_data():
     assert sm.tick(3.3, None, POSE) == Mode.STAND_UP and sm.fault is None
 
 
-def test_no_auto_start_waits_for_the_operator_and_estop_in_passive_latches():
-    sm = SafetyStateMachine(SafetyConfig(auto_start=False), POSE, kp=[35.0], kd=[0.6])
-    assert sm.tick(0.0, None, POSE) == Mode.PASSIVE
-    assert sm.tick(1.0, "e-stop message received", POSE) == Mode.PASSIVE  # a data fault would only be noted
-    assert sm.tick(1.0, "e-stop message received", POSE, latch_in_passive=True) == Mode.DAMPING
+def test_by_default_the_operator_starts_and_estop_in_passive_latches():
+    assert SafetyConfig().auto_start is False
+    sm = SafetyStateMachine(SafetyConfig(), POSE, kp=[35.0], kd=[0.6])
+    assert [sm.tick(t, None, POSE) for t in (0.0, 1.0, 60.0)] == [Mode.PASSIVE] * 3  # healthy data is not a start
+    assert sm.tick(61.0, "e-stop message received", POSE) == Mode.PASSIVE  # a data fault would only be noted
+    assert sm.tick(61.0, "e-stop message received", POSE, latch_in_passive=True) == Mode.DAMPING
+
+
+def test_auto_start_stands_up_on_the_first_healthy_data_once():
+    sm = SafetyStateMachine(SafetyConfig(auto_start=True, stand_up_time=0.0, stand_hold_time=0.0), POSE,
+                            kp=[35.0], kd=[0.6])
+    assert sm.tick(0.0, "no joint state or IMU received yet", None) == Mode.PASSIVE
+    assert sm.tick(0.1, None, POSE) == Mode.STAND_UP
+    assert sm.tick(0.2, None, POSE) == Mode.POLICY
+    assert sm.tick(0.3, "tilt 80 deg", POSE) == Mode.DAMPING
+    assert sm.tick(0.4, None, POSE) == Mode.DAMPING  # after a fault: only an operator's start
+
+
+def test_an_operators_stop_is_not_a_fault():
+    """A stop (signal, end of the run, lifecycle deactivate) is named in ``stop``; ``fault`` stays None,
+    unless a fault already held damping: then both are named."""
+    sm = SafetyStateMachine(SafetyConfig(stand_up_time=0.0, stand_hold_time=0.0), POSE, kp=[35.0], kd=[0.6])
+    sm.request_start()
+    sm.tick(0.0, None, POSE)
+    assert sm.tick(0.1, None, POSE) == Mode.POLICY
+    assert sm.tick(0.2, "stopped by signal (SIGTERM)", POSE, latch_in_passive=True) == Mode.DAMPING
+    assert (sm.fault, sm.stop) == (None, "stopped by signal (SIGTERM)")
+    np.testing.assert_array_equal(sm.command(0.2).kp, 0.0)
+    sm.request_start()
+    assert sm.tick(0.3, None, POSE) == Mode.STAND_UP and (sm.fault, sm.stop) == (None, None)
+    sm.tick(0.4, None, POSE)
+    assert sm.tick(0.5, "robot state is stale", POSE) == Mode.DAMPING
+    assert sm.tick(0.6, "deactivated (lifecycle)", POSE, latch_in_passive=True) == Mode.DAMPING
+    assert (sm.fault, sm.stop) == ("robot state is stale", "deactivated (lifecycle)")
+    idle = SafetyStateMachine(SafetyConfig(), POSE, kp=[35.0], kd=[0.6])  # stopped before any start
+    assert idle.tick(0.0, "stopped: the run's duration ended", POSE, latch_in_passive=True) == Mode.DAMPING
+    assert (idle.fault, idle.stop) == (None, "stopped: the run's duration ended")
 
 
 def test_config_validation_names_the_fix():
@@ -180,6 +216,7 @@ def test_rejected_pose_is_never_held():
     assert "joint calf at 0.500" in pose_fault(cfg, np.array([0.0, 0.8, 0.5]), np.zeros(3), LIMITS,
                                                ["hip", "thigh", "calf"])
     sm = SafetyStateMachine(cfg, POSE, kp=[35.0], kd=[0.6], joint_limits=LIMITS)
+    sm.request_start()
     sm.tick(0.0, None, POSE)
     sm.tick(1.0, "malformed input: JointState refused", None)  # the node passes no pose it rejected
     np.testing.assert_array_equal(sm.command(1.0).position, POSE)
@@ -207,6 +244,7 @@ def test_clamp_targets_to_joint_and_torque_limits_by_hand():
 def test_policy_targets_beyond_the_limits_are_clamped_and_counted():
     sm = SafetyStateMachine(SafetyConfig(stand_up_time=0.0, stand_hold_time=0.0), POSE, kp=[35.0], kd=[0.6],
                             joint_limits=LIMITS, torque_limits=[23.7, 23.7, 35.55])
+    sm.request_start()
     sm.tick(0.0, None, POSE)
     assert sm.tick(0.1, None, POSE) == Mode.POLICY
     c = sm.command(0.1, POSE + np.array([2.5, 0.0, 0.0]), np.zeros(3))

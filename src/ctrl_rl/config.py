@@ -54,6 +54,11 @@ class LearnerConfig:
 
     requires_dataset: ClassVar[bool] = False
     """Learners that train from ``dataset=`` say so (checked once the whole config is composed)."""
+    min_iterations: ClassVar[int] = 1
+    """The smallest ``runner.max_iterations`` this learner runs (Uni-O4: 0, its offline stage alone)."""
+    runner_docs: ClassVar[Dict[str, str]] = {}
+    """What a ``runner.<key>`` means for this learner where ``RunnerConfig``'s description does not
+    hold (``ctrl-rl train --help`` prints this one instead)."""
 
     name: str = ""
     """Algorithm id (``algo=<name>`` picks the learner and this schema)."""
@@ -224,7 +229,8 @@ class EnvConfig:
 @dataclass
 class RunnerConfig:
     max_iterations: int = 1500
-    """Training iterations (each: one rollout of num_steps_per_env steps, then one update)."""
+    """The run's length in iterations (each: num_steps_per_env steps of every env, then one update),
+    a total: a resume trains up to it; ``--more N`` with ``--checkpoint`` trains N past the checkpoint."""
     save_interval: int = 50
     """Write ``model_<it>.pt`` every this many iterations (and at the end)."""
     log_root: str = "logs"
@@ -240,7 +246,9 @@ class RunnerConfig:
     so the update's large tensors do not page-fault at every step (``ctrl_rl/utils/heap.py``)."""
 
     def __post_init__(self) -> None:
-        _positive(self, "runner", "max_iterations", "save_interval")
+        _check(self.max_iterations >= 0, "runner.max_iterations",
+               f"must be a positive integer, got {self.max_iterations} (e.g. runner.max_iterations=1500)")
+        _positive(self, "runner", "save_interval")
 
 
 @dataclass
@@ -276,12 +284,16 @@ class TrainConfig:
                "threads", f"must be a positive integer or null, got {self.threads!r} (e.g. threads=2)")
         for key, value in _floats(self):
             _check(not math.isnan(value), key, "must be a number, got nan")
+        _check(self.runner.max_iterations >= self.algo.min_iterations, "runner.max_iterations",
+               f"must be a positive integer, got {self.runner.max_iterations} (e.g. runner.max_iterations=1500)")
         self.algo.check_env(self.env.num_envs)
 
-    def check_complete(self) -> None:
-        """Keys the defaults leave empty but this run needs (checked once the whole config is composed)."""
-        self.algo.check_complete()
-        if self.algo.requires_dataset:
+    def check_complete(self, inputs: bool = True) -> None:
+        """Keys the defaults leave empty but this run needs (checked once the whole config is composed).
+        ``inputs=False`` (``--help``, ``--cfg``): not the run's inputs (``dataset=``, ``algo.teacher``)."""
+        if inputs:
+            self.algo.check_complete()
+        if inputs and self.algo.requires_dataset:
             _check(bool(self.dataset), "dataset",
                    f"algo={self.algo.name} trains from a dataset: pass "
                    "dataset=<file.hdf5 | minari:<id> | robotlogs:<dir>> "

@@ -8,7 +8,7 @@ is declared); each learner's module registers its schema (``ctrl_rl.algos.regist
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar, List, Optional
+from typing import ClassVar, Dict, List, Optional
 
 from ctrl_rl.config import GaussianPolicyConfig, _check, _positive
 from ctrl_rl.config_onpolicy import PPOConfig
@@ -22,6 +22,10 @@ class BCConfig(GaussianPolicyConfig):
     conditional flow matching (flow head), optionally on chunks of the next ``chunk_size`` actions."""
 
     requires_dataset: ClassVar[bool] = True
+    runner_docs: ClassVar[Dict[str, str]] = {
+        "max_iterations": "The run's length in iterations (each: updates_per_iteration gradient steps on the "
+                          "dataset) when algo.num_passes=0; otherwise num_passes sets it. A total: --more N with "
+                          "--checkpoint trains N past the checkpoint."}
 
     name: str = "bc"
     head: str = "gaussian"
@@ -96,11 +100,18 @@ class UniO4Config(PPOConfig):
     samples), and every iteration a policy's step is accepted only if its offline policy
     evaluation score (mean Q along rollouts in the dynamics model) beats its best. Online: the
     accepted policy with the best return over ``select_episodes`` deterministic episodes (ties:
-    OPE score) and the offline V start PPO (``runner.max_iterations`` more iterations) with Uni-O4's
-    conservative settings below. The PPO fields are the online phase's.
+    OPE score) and the offline V start PPO (``runner.max_iterations`` more iterations; 0: the run
+    stops after the offline stage and the hand-over's choice) with Uni-O4's conservative settings
+    below. The PPO fields are the online phase's.
     """
 
     requires_dataset: ClassVar[bool] = True
+    min_iterations: ClassVar[int] = 0
+    runner_docs: ClassVar[Dict[str, str]] = {
+        "max_iterations": "Online PPO iterations only, after the algo.pretrain_iterations + "
+                          "algo.improve_iterations offline ones (the run ends at their sum); 0: stop after the "
+                          "offline stage and the hand-over's choice of policy (an offline-only run). A total, not a "
+                          "count to add: --more N with --checkpoint trains N past the checkpoint."}
 
     recurrent: ClassVar[bool] = False
     name: str = "uni_o4"

@@ -7,7 +7,7 @@ is declared (a field redeclared here with another default keeps the shared block
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List
+from typing import ClassVar, Dict, List
 
 from ctrl_rl.config import AcceleratedConfig, ActorCriticConfig, _check, _positive
 
@@ -126,6 +126,11 @@ class PQLConfig(OffPolicyConfig):
     """Parallel Q-Learning (Li et al. 2023): an actor, a V-learner and a P-learner running
     concurrently, their speeds held at fixed ratios. Deterministic actor with mixed per-env
     exploration noise, n-step double-Q (optionally C51) critic, TD3 target smoothing."""
+
+    runner_docs: ClassVar[Dict[str, str]] = {
+        "max_iterations": "The run's length in iterations (each: num_steps_per_env steps of every env; the V- and "
+                          "P-learners update concurrently, at their ratios), a total: --more N with --checkpoint "
+                          "trains N past the checkpoint."}
 
     name: str = "pql"
     actor_hidden: List[int] = field(default_factory=lambda: [512, 256, 128])

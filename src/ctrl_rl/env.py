@@ -107,6 +107,13 @@ class VecEnv(ABC):
         for an env that declares none. Robot tasks build theirs from the robot YAML's ``mirror``."""
         return None
 
+    def record_gait(self) -> dict[str, Any] | None:
+        """From the next step on, put each step's per-env gait signals into ``info["gait"]`` (robot tasks:
+        base pose and velocity, joints, torques, feet, actions; what ``ctrl-rl eval``'s gait report reads,
+        ``ctrl_rl.deploy.gait_report``) and return the robot's constants (standing height, mass, torque and
+        joint limits, control dt); None (the default): the env has no legged robot, and records nothing."""
+        return None
+
     @property
     def supports_state(self) -> bool:
         """Whether :meth:`get_state` / :meth:`set_state` are implemented."""

@@ -15,6 +15,7 @@ EPILOG = """examples:
   ctrl-rl train task=cartpole_balance algo.schedule=fixed algo.learning_rate=3e-4
   ctrl-rl train algo=sac task=pendulum                 # off-policy: SAC (replay, n-step, C51)
   ctrl-rl train task=pendulum --checkpoint latest      # resume the newest pendulum run
+  ctrl-rl train task=pendulum --checkpoint latest --more 200   # and train 200 iterations past it
   ctrl-rl eval latest --episodes 100
   ctrl-rl export latest
   ctrl-rl collect latest --output data.hdf5 --noise 0.1   # a dataset from a policy
@@ -49,21 +50,24 @@ def _die(msg: str, code: int = 2) -> None:
 
 
 def _tasks_text() -> str:
-    """``sim=<name>: task, task, ...`` per backend, sorted and wrapped; a backend whose extra is
-    missing says which to install."""
-    from ctrl_rl.sims import SIMS
+    """``sim=<name>: task, task, ...`` per backend, sorted and wrapped; a backend that cannot run here
+    is marked ``(unavailable: ...)``, naming what to install (its extra, or its own install line)."""
+    from ctrl_rl.sims import SIMS, unavailable
     from ctrl_rl.utils.docs import help_table
     from ctrl_rl.utils.extras import missing
 
     rows = []
     for sim in sorted(SIMS):
+        why = unavailable(sim)
+        mark = f"(unavailable: {why})" if why else ""
         try:
-            rows.append((f"sim={sim}", ", ".join(sorted(SIMS[sim].tasks()))))
+            tasks = ", ".join(sorted(SIMS[sim].tasks()))
         except ModuleNotFoundError as exc:  # a backend whose extra is not installed: say which
             message = missing(exc, f"sim={sim}")
             if message is None:
                 raise
-            rows.append((f"sim={sim}", f"(unavailable: {message})"))
+            mark, tasks = f"(unavailable: {why or message})", ""
+        rows.append((f"sim={sim}", " ".join(part for part in (mark, tasks) if part)))
     return "\n".join(help_table(rows))
 
 
@@ -79,17 +83,26 @@ def _train_help(overrides: list[str]) -> str:
     from ctrl_rl.app.configure import load_train_config
     from ctrl_rl.utils.docs import field_rows, help_table, value_text, wrap
 
-    cfg = load_train_config(overrides)
+    cfg = load_train_config(overrides, for_run=False)  # prints without the sim installed or dataset=
     top = [(f"seed={cfg.seed}", "Seeds torch, numpy, python and the envs."),
            (f"device={cfg.device}", "cpu, cuda, cuda:1, ..."),
            (f"threads={value_text(cfg.threads)}", "CPU threads: null = torch 1, MuJoCo every core (docs/training.md)."),
            (f"profile={value_text(cfg.profile)}", "Time each iteration's stages: sim, inference, storage, update, "
                                                    "logging.")]
+    if cfg.algo.requires_dataset:
+        top.append((f"dataset={value_text(cfg.dataset)}", f"Required by algo={cfg.algo.name}: a D4RL-layout .hdf5, "
+                    "minari:<id> or robotlogs:<dir> (`ctrl-rl collect` writes one)."))
     rows = list(top)
     for obj, prefix in ((cfg.algo, "algo"), (cfg.task, "task"), (cfg.sim, "sim"), (cfg.env, "env"),
                         (cfg.runner, "runner")):
-        rows += field_rows(type(obj), prefix, obj) + (_task_parameter_rows(cfg) if prefix == "task" else [])
-    lines = ["usage: ctrl-rl train [--checkpoint latest|PATH] [--cfg] [key=value ...]", "",
+        docs = cfg.algo.runner_docs if prefix == "runner" else {}  # what a runner key means for this learner
+        rows += [(key, docs.get(key.split("=", 1)[0].split(".", 1)[1], doc))
+                 for key, doc in field_rows(type(obj), prefix, obj)]
+        rows += _task_parameter_rows(cfg) if prefix == "task" else []
+    lines = ["usage: ctrl-rl train [--checkpoint latest|PATH [--more N]] [--cfg] [key=value ...]", "",
+             *wrap("--checkpoint resumes a run (latest, a run directory or a model_<it>.pt) up to "
+                   "runner.max_iterations, the run's total; --more N trains N iterations past the checkpoint "
+                   "instead. --cfg prints the resolved config."), "",
              *wrap(f"algorithms (algo=...): {_algos_text()}"), "tasks (task=..., sim=...):", _tasks_text(), "",
              *wrap(f"keys for algo={cfg.algo.name} task={cfg.task.name} sim={cfg.sim.name}, with the values "
                    "training will use (schema defaults, then configs/tune/<algo>_<task>.yaml, then your "
@@ -102,10 +115,20 @@ def _train_help(overrides: list[str]) -> str:
 
 def _task_parameter_rows(cfg) -> list[tuple[str, str]]:
     """``(task.kwargs.<name>=<value>, description)`` for every parameter the task declares."""
-    from ctrl_rl.sims import task_parameters
+    from ctrl_rl.robots import MUJOCO_SIMS
+    from ctrl_rl.sims import task_parameters, unavailable
     from ctrl_rl.utils.docs import value_text
+    from ctrl_rl.utils.extras import missing
 
-    params = task_parameters(cfg.sim.name, cfg.task.name, dict(cfg.task.kwargs))
+    try:
+        params = task_parameters(cfg.sim.name, cfg.task.name, dict(cfg.task.kwargs))
+    except ModuleNotFoundError as exc:
+        if missing(exc) is None:
+            raise
+        params = None
+    why = unavailable(cfg.sim.name) if cfg.sim.name in MUJOCO_SIMS else None
+    if params is None and why:  # the robot tasks declare their parameters in modules that import MuJoCo
+        return [("task.kwargs.*", f"The task's parameters, listed once sim={cfg.sim.name} can run here: {why}.")]
     if params is None:
         return [("task.kwargs.*", f"Passed to sim={cfg.sim.name}'s own task config (not declared here).")]
     return [(f"task.kwargs.{name}={value_text(value)}", doc) for name, value, doc in params]
@@ -114,13 +137,14 @@ def _task_parameter_rows(cfg) -> list[tuple[str, str]]:
 def cmd_train(args: argparse.Namespace, overrides: list[str]) -> None:
     from ctrl_rl.app.train import train
 
-    train(overrides, checkpoint=args.checkpoint, print_cfg=args.cfg)
+    train(overrides, checkpoint=args.checkpoint, print_cfg=args.cfg, more=args.more)
 
 
 def cmd_eval(args: argparse.Namespace, overrides: list[str]) -> None:
     from ctrl_rl.app.evaluate import evaluate
 
-    evaluate(args.checkpoint, overrides, episodes=args.episodes, seed=args.seed)
+    evaluate(args.checkpoint, overrides, episodes=args.episodes, seed=args.seed, summary=args.summary,
+             require_gait=args.require_gait)
 
 
 def cmd_play(args: argparse.Namespace, overrides: list[str]) -> None:
@@ -162,12 +186,15 @@ def cmd_fetch_robots(args: argparse.Namespace, overrides: list[str]) -> None:
 
 def cmd_list(args: argparse.Namespace, overrides: list[str]) -> None:
     from ctrl_rl.algos.registry import learners
-    from ctrl_rl.utils.docs import help_table
+    from ctrl_rl.app.configure import available
+    from ctrl_rl.utils.docs import help_table, wrap
 
     print("algorithms (algo=...):")
     print("\n".join(help_table(sorted((name, entry.summary) for name, entry in learners().items()))))
     print("tasks (task=..., sim=...):")
     print(_tasks_text())
+    print("tuned settings (tune=...; configs/tune/<algo>_<task>.yaml is picked for its pair by itself):")
+    print("\n".join(wrap(", ".join(available("tune")), indent=2)))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -181,6 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", add_help=False, help="train a policy (overrides: algo=, task=, key=value)")
     p.add_argument("-h", "--help", action="store_true")
     p.add_argument("--checkpoint", default=None, help="resume: 'latest' or a run dir / model_<it>.pt")
+    p.add_argument("--more", type=int, default=None, metavar="N",
+                   help="with --checkpoint: train N iterations past the checkpoint's (runner.max_iterations is the "
+                        "run's total)")
     p.add_argument("--cfg", action="store_true", help="print the resolved config and exit")
     p.set_defaults(func=cmd_train)
 
@@ -191,6 +221,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="'latest', a run directory or a model_<it>.pt")
         p.add_argument("--episodes", type=int, default=100 if name == "eval" else 8)
         p.add_argument("--seed", type=int, default=12345, help="env seed for the episodes")
+        if name == "eval":
+            p.add_argument("--summary", default=None, metavar="PATH",
+                           help="robot tasks: the gait report as JSON, a PNG of env 0 next to it (default: "
+                                "<run dir>/eval/gait_<checkpoint>_<date_time>.json)")
+            p.add_argument("--require-gait", action="store_true",
+                           help="exit 1 when a bar of the gait report fails (robot tasks; docs/training.md)")
         if name == "play":
             p.add_argument("--agent", choices=("policy", "zero", "random"), default="policy")
             p.add_argument("--video", metavar="PATH", default=None,
@@ -262,17 +298,24 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(0)
     if args.command == "train" and args.help:
         from ctrl_rl.config import ConfigError
+        from ctrl_rl.utils.extras import missing
 
         try:
             print(_train_help(extra))
         except ConfigError as exc:
             _die(str(exc))
+        except ModuleNotFoundError as exc:  # an optional dependency help itself needs: one line naming its extra
+            message = missing(exc, "ctrl-rl train --help")
+            if message is None:
+                raise
+            _die(message)
         raise SystemExit(0)
     unknown_flags = [e for e in extra if e.startswith("-")]
     if unknown_flags:
         _die(f"unknown option '{unknown_flags[0]}' for '{args.command}'; see ctrl-rl {args.command} --help")
     from ctrl_rl import distributed
     from ctrl_rl.config import ConfigError
+    from ctrl_rl.deploy.gait_report import GaitCheckFailed
     from ctrl_rl.env import RenderUnavailableError, SimulationError
     from ctrl_rl.export.onnx_policy import ParityError
     from ctrl_rl.utils.extras import missing
@@ -297,6 +340,9 @@ def main(argv: list[str] | None = None) -> None:
         _die(describe_os_error(exc))
     except (NonFiniteError, ParityError, SimulationError) as exc:
         _die(str(exc), code=3)
+    except GaitCheckFailed as exc:  # the run worked; the gait it measured does not meet a bar
+        print(f"ctrl-rl: gait check failed: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
     except Interrupted as exc:
         run = f"; resume with --checkpoint {Path(exc.path).parent}" if exc.path else ""
         print(f"ctrl-rl: {exc}{run}", file=sys.stderr)

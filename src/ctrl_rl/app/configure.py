@@ -18,6 +18,7 @@ from typing import Any
 from ctrl_rl.algos import registry
 from ctrl_rl.config import ConfigError, EnvConfig, LearnerConfig, RunnerConfig, SimConfig, TaskConfig, TrainConfig
 from ctrl_rl.robots import MUJOCO_SIMS
+from ctrl_rl.utils.docs import fit_choices
 
 
 def config_dir() -> Path:
@@ -73,18 +74,22 @@ def _check_key(key: str, algo: str) -> None:
     section, _, rest = key.partition(".")
     if section in SCALARS and not rest:
         return
+    where = f"`ctrl-rl train algo={algo} --help`"
     if section not in SECTIONS:
         owners = [f"{group}.{key}" for group in SECTIONS if key.split(".")[0] in _field_names(group, algo)]
         hint = f" (did you mean '{owners[0]}'?)" if owners else ""
-        raise ConfigError(f"unknown config key '{key}'{hint}; top-level keys: {', '.join([*SECTIONS, *SCALARS])}")
+        raise ConfigError(fit_choices(f"unknown config key '{key}'{hint}; top-level keys: ", [*SECTIONS, *SCALARS],
+                                      where))
     if not rest:
         return
     name = rest.split(".")[0]
     valid = _field_names(section, algo)
     if name not in valid:
         close = difflib.get_close_matches(name, valid, n=1)
-        hint = f" (did you mean '{section}.{close[0]}'?)" if close else ""
-        raise ConfigError(f"unknown config key '{key}'{hint}; valid keys: {', '.join(valid)}")
+        if close:
+            raise ConfigError(f"unknown config key '{key}' (did you mean '{section}.{close[0]}'?); {where} lists "
+                              "every key")
+        raise ConfigError(fit_choices(f"unknown config key '{key}'; valid keys: ", valid, where))
 
 
 def _prepare(overrides: list[str]) -> tuple[list[str], str, dict[str, str]]:
@@ -114,7 +119,10 @@ def _prepare(overrides: list[str]) -> tuple[list[str], str, dict[str, str]]:
                     out.append(f"sim={MUJOCO_SIMS[0]}")
                 continue
             if value not in choices:
-                raise ConfigError(f"unknown {key} '{value}'; choose one of: {', '.join(choices)}")
+                close = difflib.get_close_matches(value, choices, n=1)
+                hint = f" (did you mean {key}={close[0]}?)" if close else ""
+                raise ConfigError(fit_choices(f"unknown {key} '{value}'{hint}; choose one of: ", choices,
+                                              "`ctrl-rl list`"))
             out.append(text)
             continue
         if key == "robot":  # shorthand of the robot tasks' parameter: robot=unitree_go1
@@ -166,29 +174,46 @@ def _explain(exc: BaseException, algo: str, values: dict[str, str]) -> str:
     if not key:
         return str(exc).strip().splitlines()[0] if exc is not None and str(exc).strip() else "invalid config"
     section, _, rest = key.partition(".")
-    field_type = None
-    schema = _schema(section, algo) if section in SECTIONS else None
-    if schema is not None and rest:
-        field_type = {f.name: f.type for f in dataclasses.fields(schema)}.get(rest.split(".")[0])
-    expected = _type_words(field_type)
+    schema, name = (_schema(section, algo), rest.split(".")[0]) if section in SECTIONS else (TrainConfig, section)
+    field = {f.name: f for f in dataclasses.fields(schema)}.get(name) if schema is not None and name else None
     got = values.get(key)
-    return f"{key}: expected {expected}" + (f", got '{got}'" if got is not None else "")
+    text = f"{key}: expected {_type_words(field.type if field else None)}" + (f", got '{got}'" if got else "")
+    example = _example(field)
+    prefix = f"{section}." if section in SECTIONS else ""
+    return text + (f" (e.g. {prefix}{name}={example})" if example is not None else "")
+
+
+def _example(field: dataclasses.Field | None) -> str | None:
+    """A value ``field`` takes, for the error's fix: its default as written on the command line."""
+    if field is None:
+        return None
+    if field.default is not dataclasses.MISSING:
+        value = field.default
+    elif field.default_factory is not dataclasses.MISSING:
+        value = field.default_factory()
+    else:
+        return None
+    if dataclasses.is_dataclass(value) or isinstance(value, dict) or value == "":
+        return None
+    return _override_text(value)
 
 
 def _type_words(t: Any) -> str:
-    """``int`` -> ``integer``, ``List[int]`` -> ``a list, e.g. [64,64]`` (field annotations are strings)."""
+    """``int`` -> ``integer``, ``List[int]`` -> ``a list`` (field annotations are strings)."""
     text = str(t or "")
     if text.startswith(("List", "list", "Optional[List")):
-        return "a list, e.g. [64,64]"
+        return "a list"
     for name, words in (("int", "integer"), ("float", "float"), ("bool", "boolean (true/false)"), ("str", "string")):
         if text in (name, f"Optional[{name}]"):
             return words
     return text or "another value"
 
 
-def load_train_config(overrides: list[str]) -> TrainConfig:
+def load_train_config(overrides: list[str], for_run: bool = True) -> TrainConfig:
     """Compose ``configs/train.yaml`` (schema defaults, the chosen groups, the pair's tune delta) with
-    ``overrides`` and validate it against the schema."""
+    ``overrides`` and validate it against the schema. ``for_run=False`` (``--help``, ``--cfg``): a config
+    to print, so neither the run's inputs (``dataset=``, ``algo.teacher``) nor its simulator need to be
+    there; the task is checked against the sim only where the sim's extra is installed."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
@@ -208,19 +233,33 @@ def load_train_config(overrides: list[str]) -> TrainConfig:
     finally:
         GlobalHydra.instance().clear()
     assert isinstance(cfg, TrainConfig)
-    cfg.check_complete()
-    check_task_parameters(cfg)
+    cfg.check_complete(inputs=False)
+    check_task_parameters(cfg, for_run=False)
+    if for_run:
+        check_runnable(cfg)
     return cfg
 
 
-def check_task_parameters(cfg: TrainConfig) -> None:
+def check_runnable(cfg: TrainConfig) -> None:
+    """What a run needs beyond a config to print: its inputs (``dataset=``, ``algo.teacher``) and its
+    sim's extra (a ``ModuleNotFoundError`` the CLI turns into the extra to install)."""
+    cfg.check_complete()
+    check_task_parameters(cfg)
+
+
+def check_task_parameters(cfg: TrainConfig, for_run: bool = True) -> None:
     """Refuse a task id the sim does not have (naming the ones it has) and a ``task.kwargs`` name or
-    value the task's declared parameters do not take, before any env."""
+    value the task's declared parameters do not take, before any env. A sim whose extra is missing
+    raises ``ModuleNotFoundError`` (the CLI names the extra), unless ``for_run`` is false."""
     from ctrl_rl.sims import check_task, task_parameters
+    from ctrl_rl.utils.extras import missing
 
     try:
         check_task(cfg.sim.name, cfg.task.name)
         task_parameters(cfg.sim.name, cfg.task.name, dict(cfg.task.kwargs))
+    except ModuleNotFoundError as exc:
+        if for_run or missing(exc) is None:
+            raise
     except (ValueError, TypeError) as exc:
         raise ConfigError(str(exc) if "task" in str(exc) else f"task.kwargs: {exc}") from None
 

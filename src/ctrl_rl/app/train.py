@@ -10,9 +10,9 @@ from typing import Any
 
 from ctrl_rl import distributed
 from ctrl_rl.algos.checkpoints import find_checkpoint, load_checkpoint, task_root
-from ctrl_rl.app.configure import apply_overrides, config_yaml, load_train_config
+from ctrl_rl.app.configure import apply_overrides, check_runnable, config_yaml, load_train_config
 from ctrl_rl.app.session import build_env, require_device
-from ctrl_rl.config import TrainConfig
+from ctrl_rl.config import ConfigError, TrainConfig
 from ctrl_rl.utils import threads
 from ctrl_rl.utils.checkpoint import seed_everything
 from ctrl_rl.utils.interrupts import GracefulStop
@@ -66,28 +66,55 @@ def _make_runner(cfg: TrainConfig):
     return make_runner(build_env(cfg, seed=distributed.rank_seed(cfg.seed)), cfg)  # each rank: own episodes
 
 
-def train(overrides: list[str], checkpoint: str | None = None, print_cfg: bool = False) -> Path:
+def check_more(more: int | None, checkpoint: str | None, overrides: list[str]) -> None:
+    """Refuse ``--more`` that is not a positive count past a checkpoint, or that comes with a total."""
+    if more is None:
+        return
+    if more < 1:
+        raise ConfigError(f"--more: must be a positive number of iterations, got {more} (e.g. --more 200)")
+    if not checkpoint:
+        raise ConfigError(f"--more {more} trains past a checkpoint: add --checkpoint latest (or a run directory), "
+                          f"or give a new run its length with runner.max_iterations={more}")
+    if any(o.lstrip("+").split("=", 1)[0] == "runner.max_iterations" for o in overrides):
+        raise ConfigError("--more and runner.max_iterations both set the run's length: keep one (--more N counts "
+                          "past the checkpoint, runner.max_iterations is the run's total)")
+
+
+def check_run_length(runner, path: Path) -> None:
+    """Refuse a resume with nothing left to train: the run's total at or below the checkpoint's iteration."""
+    total, value = runner.total_iterations(), runner.cfg.runner.max_iterations
+    if total <= runner.iteration:
+        raise ConfigError(f"{path.name} is at iteration {runner.iteration} and the run ends at iteration {total} "
+                          f"(runner.max_iterations={value} is a total, not a count to add): to train N more, add "
+                          f"--more N (e.g. --more {value or 100})")
+
+
+def train(overrides: list[str], checkpoint: str | None = None, print_cfg: bool = False,
+          more: int | None = None) -> Path:
     """Train (or resume) and return the run directory.
 
     A resumed run takes its config from the checkpoint; ``overrides`` then change only the
-    keys they name (a warning lists them, since changes make the resume inexact).
+    keys they name (a warning lists them, since changes make the resume inexact). It trains up to
+    the run's total (``runner.max_iterations``), or ``more`` iterations past the checkpoint's.
     """
     if checkpoint is not None and not checkpoint.strip():
         raise ValueError("--checkpoint is empty: give 'latest', a run directory or a model_<it>.pt "
                          "(or leave the option out to start a new run)")
-    cfg = load_train_config(overrides)
+    cfg = load_train_config(overrides, for_run=False)  # --cfg prints without the sim or dataset=
     checkpoint = checkpoint or cfg.runner.checkpoint
     if print_cfg:
         print(config_yaml(cfg), end="")
         return Path()
+    check_more(more, checkpoint, overrides)
     path = find_checkpoint(checkpoint, cfg) if checkpoint else None
-    if path is not None:
+    if path is not None:  # the checkpoint's config holds the run's inputs (dataset=, algo.teacher)
         saved, _ = load_checkpoint(path)
         cfg = apply_overrides(saved, overrides)
         drift = report_config_drift(saved, cfg)
         if drift:
             log.warning("config differs from the checkpoint's (resume is exact only without changes): %s",
                         "; ".join(drift))
+    check_runnable(cfg)
     device = distributed.setup(cfg.device)  # under torchrun: join the group, cuda:<LOCAL_RANK> per rank
     if device != cfg.device:
         cfg = dataclasses.replace(cfg, device=device)
@@ -98,6 +125,13 @@ def train(overrides: list[str], checkpoint: str | None = None, print_cfg: bool =
     if path is not None:
         run_dir = path.parent
         runner.load(path)
+        if more is not None:
+            try:
+                runner.set_total_iterations(runner.iteration + more)
+            except ConfigError as exc:
+                raise ConfigError(f"--more {more}: {exc}") from None
+            cfg = runner.cfg
+        check_run_length(runner, path)
         if main:
             print(f"resuming {path} (run {run_dir.name}, seed {cfg.seed}; threads: {threads.current().describe()}) "
                   f"at iteration {runner.iteration} -> {runner.total_iterations()}")

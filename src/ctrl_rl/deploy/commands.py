@@ -19,6 +19,7 @@ from typing import Any
 
 from ctrl_rl.utils.arguments import OneLineParser
 
+from .gait_report import GaitCheckFailed
 from .transports import TRANSPORTS
 
 log = logging.getLogger("ctrl_rl.deploy")
@@ -41,7 +42,7 @@ EPILOG = """examples:
 
 
 LIVE_PARAMETERS = ("safety.max_tilt", "safety.max_joint_vel", "safety.max_gyro", "safety.joint_limit_margin",
-                   "safety.command_timeout", "safety.state_timeout", "safety.damping_kd",
+                   "safety.command_timeout", "safety.state_timeout", "safety.damping_kd", "safety.passive_kd",
                    "safety.height_map_timeout", "safety.max_height_map")
 """Parameters ``ros2 param set`` changes while the node runs (validated, then applied at the next tick);
 every other parameter is refused with the reason (restart the node with the new value)."""
@@ -132,10 +133,16 @@ def run_node(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _stop_on_signal(signals: Any, stop: Any) -> None:
-    """From now on the first signal calls ``stop``; one that came before already has."""
-    signals.on_signal = lambda signum: stop()
+    """From now on the first signal calls ``stop(reason)``; one that came before already has. The
+    reason (``stopped by signal (SIGTERM)``) is the status's ``stop``: an operator's stop, not a fault."""
+    import signal
+
+    def reason(signum: int) -> str:
+        return f"stopped by signal ({signal.Signals(signum).name})"
+
+    signals.on_signal = lambda signum: stop(reason(signum))
     if signals.signum is not None:
-        stop()
+        stop(reason(signals.signum))
 
 
 def _run_node(args: argparse.Namespace, signals: Any) -> dict[str, Any]:
@@ -207,13 +214,13 @@ def run_lifecycle_node(args: argparse.Namespace, signals: Any) -> dict[str, Any]
         state["node"] = None
         configured.clear()
         if node is not None:
-            node.stop()
+            node.stop("stopped: lifecycle cleanup")
         transport.destroy_entities()
 
-    def shutdown() -> None:
+    def shutdown(reason: str = "stopped: lifecycle shutdown") -> None:
         done.set()
         if state["node"] is not None:
-            state["node"].stop()
+            state["node"].stop(reason)
 
     status: dict[str, Any] = {}
     try:
@@ -222,7 +229,7 @@ def run_lifecycle_node(args: argparse.Namespace, signals: Any) -> dict[str, Any]
                                                  lambda p: state.__setitem__("params", p)))
         transport.on_transition(configure=configure, activate=lambda: state["node"].activate(),
                                 deactivate=lambda: state["node"].deactivate(), cleanup=cleanup,
-                                shutdown=shutdown, error=shutdown)
+                                shutdown=shutdown, error=lambda: shutdown("stopped: lifecycle error transition"))
         _stop_on_signal(signals, shutdown)
         log.info("lifecycle node ctrl_rl_node: unconfigured; configure, then activate, to start commands")
         end = None if args.duration is None else time.monotonic() + args.duration
@@ -244,6 +251,7 @@ def _report(args: argparse.Namespace, status: dict[str, Any]) -> dict[str, Any]:
     from ctrl_rl.utils.files import atomic_write
 
     path = Path(args.summary or Path("logs", "deploy", f"{args.command}_{time.strftime('%Y-%m-%d_%H-%M-%S')}.json"))
+    args.summary_path = path  # sim2sim adds the bridge's side and the gait report to it
     with atomic_write(path) as tmp:
         tmp.write_text(json.dumps(status, indent=1) + "\n")
     print(f"summary: {path.resolve()}")
@@ -269,7 +277,7 @@ def run_sim2sim(args: argparse.Namespace) -> dict[str, Any]:
 
     meta = OnnxPolicy(args.bundle).metadata
     workdir = Path(tempfile.mkdtemp(prefix="ctrl_rl_sim2sim_"))
-    summary_path = workdir / "bridge.json"
+    summary_path, gait_path = workdir / "bridge.json", workdir / "gait.npz"
     if args.transport == "unitree":  # LowCmd carries kp and kd per motor, on both sides
         args.command_format = "position_gains"
     cmd = [sys.executable, "-m", "ctrl_rl.deploy.sim2sim", "--transport", args.transport,
@@ -277,7 +285,9 @@ def run_sim2sim(args: argparse.Namespace) -> dict[str, Any]:
            "--state-rate", str(args.state_rate), "--physics-dt", str(args.physics_dt),
            "--summary", str(summary_path),
            "--command-format", args.command_format, "--latency", str(args.latency),
-           "--noise", *map(str, args.noise)]
+           "--noise", *map(str, args.noise), "--obs-noise", str(args.obs_noise),
+           "--command-latency", str(args.command_latency), "--control-dt", str(meta.get("control_dt", 0.02)),
+           "--gait-trace", str(gait_path)]
     if args.namespace:
         cmd += ["--namespace", args.namespace]
     if meta.get("terrain"):  # a rough-terrain policy walks on the terrain it trained on
@@ -303,7 +313,9 @@ def run_sim2sim(args: argparse.Namespace) -> dict[str, Any]:
     user_timeout = any(kv.startswith("safety.state_timeout=") for kv in args.set)
     if not user_timeout and not (args.params and NodeParams.from_yaml(args.params).safety.state_timeout):
         args.set.insert(0, f"safety.state_timeout={SIM2SIM_STATE_TIMEOUT}")
-    bridge = subprocess.Popen(cmd, env=os.environ.copy())
+    if not any(kv.startswith("safety.auto_start=") for kv in args.set):  # no operator at a simulated robot
+        args.set.insert(0, "safety.auto_start=true")
+    bridge = subprocess.Popen(cmd, env=os.environ.copy(), stdout=subprocess.DEVNULL)  # its RESULT is in ours
     try:
         time.sleep(0.5)  # let the bridge create its topics (discovery continues in the background)
         status = run_node(args)
@@ -315,6 +327,9 @@ def run_sim2sim(args: argparse.Namespace) -> dict[str, Any]:
         except subprocess.TimeoutExpired:
             bridge.kill()
     sim = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    from .gait_files import sim2sim_report
+
+    report = sim2sim_report(args, status, sim, gait_path)
     print("RESULT sim2sim " + " ".join(
         f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
         for k, v in {"mode": status.get("mode_at_stop") or status["mode"],
@@ -323,14 +338,18 @@ def run_sim2sim(args: argparse.Namespace) -> dict[str, Any]:
                      "forward_velocity": sim.get("forward_velocity", float("nan")),
                      "max_tilt": sim.get("max_tilt", float("nan")), "base_x": sim.get("base_x", float("nan")),
                      "base_y": sim.get("base_y", float("nan")), "commands": sim.get("commands", 0),
-                     "deadline_misses": status["deadline_misses"]}.items()))
+                     "deadline_misses": status["deadline_misses"],
+                     **(report.result_fields() if report is not None else {"gait": "none"})}.items()))
     if died is not None:
         raise Sim2SimFailure(f"the sim2sim bridge (the simulated robot) exited with status {died} before the run "
                              "ended; its error is printed above")
     if not status.get("policy_ticks"):
         raise Sim2SimFailure(f"the node never ran the policy (mode {status.get('mode_at_stop') or status['mode']}, "
                              f"waiting for: {status.get('waiting') or status.get('fault') or 'nothing'})")
-    return {"node": status, "bridge": sim}
+    if args.require_gait and (report is None or not report.passed):
+        failed = ", ".join(report.failed()) if report is not None else "no policy-mode trace to report"
+        raise GaitCheckFailed(f"the gait report's bars failed: {failed}")
+    return {"node": status, "bridge": sim, "gait": report}
 
 
 class Sim2SimFailure(RuntimeError):
@@ -345,6 +364,14 @@ def bundle_robot(meta: dict[str, Any], workdir: Path) -> str:
         return str(meta.get("robot") or "ctrl_quad")
     import yaml
 
+    mjcf = str(config.get("mjcf", ""))
+    if mjcf.startswith("pkg:"):  # a packaged model resolves on any machine that fetched it
+        from ctrl_rl.robots.packages import resolve
+
+        resolve(mjcf)  # not fetched: the error names `ctrl-rl fetch-robots`
+    elif not Path(mjcf).is_file():  # the bundle names the MJCF where it trained: the run has moved
+        raise FileNotFoundError(f"the bundle's robot {config['name']} was trained on the MJCF {mjcf}, which is not on "
+                                f"this machine; pass its robot YAML with --robot <robot.yaml> (the MJCF beside it)")
     path = workdir / f"{config['name']}.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return str(path)
@@ -368,7 +395,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--namespace", default="", help="ROS namespace of every topic")
         p.add_argument("--duration", type=float, default=None, help="seconds (default: until Ctrl-C)")
         p.add_argument("--summary", default=None, metavar="PATH",
-                       help="the run's JSON status at the end (default: logs/deploy/<command>_<date_time>.json)")
+                       help="the run's JSON status at the end; sim2sim: with the gait report, its PNG next to it "
+                            "(default: logs/deploy/<command>_<date_time>.json)")
         p.add_argument("--record", default=None, metavar="DIR",
                        help="write one robot log (HDF5) per policy episode into DIR (parameter record_dir)")
         if name == "node":
@@ -383,7 +411,14 @@ def build_parser() -> argparse.ArgumentParser:
                            help="velocity command the bridge publishes at 10 Hz")
             p.add_argument("--joint-order", default="", help="bridge's joint order: 'reversed' or names a,b,...")
             p.add_argument("--noise", type=float, nargs=3, default=(0.0, 0.0, 0.0), metavar=("POS", "VEL", "GYRO"))
+            p.add_argument("--obs-noise", type=float, default=0.0, metavar="LEVEL",
+                           help="uniform noise on the state the node receives, LEVEL x training's (legged_gym's "
+                                "noise_level: 1 = +-0.01 rad, +-1.5 rad/s joints, +-0.2 rad/s gyro, +-0.05 rad tilt)")
             p.add_argument("--latency", type=float, default=0.0, help="bridge's sensing-to-publish delay (s)")
+            p.add_argument("--command-latency", type=float, default=0.0,
+                           help="bridge's delay from receiving a joint command to applying it (s)")
+            p.add_argument("--require-gait", action="store_true",
+                           help="exit 1 when a bar of the gait report fails (docs/deploy.md#the-gait-report)")
             p.add_argument("--terrain-cell", type=int, nargs=2, default=None, metavar=("ROW", "COL"),
                            help="rough-terrain bundles: the sub-terrain the robot starts on (default: middle row, "
                                 "column 0)")
@@ -400,6 +435,11 @@ def main(argv: list[str]) -> None:
         args.func(args)
     except Sim2SimFailure as e:
         print(f"ctrl-rl deploy: sim2sim failed: {e}", file=sys.stderr)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(1)
+    except GaitCheckFailed as e:  # the run worked; the gait it measured does not meet a bar
+        print(f"ctrl-rl deploy: gait check failed: {e}", file=sys.stderr)
         sys.stderr.flush()
         sys.stdout.flush()
         os._exit(1)

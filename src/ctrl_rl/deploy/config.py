@@ -91,7 +91,8 @@ class NodeParams:
     estop_topic: str = "estop"
     """``std_msgs/Bool``: true -> damping, latched."""
     start_topic: str = "ctrl_rl/start"
-    """``std_msgs/Bool``: true -> stand up (from passive, or after a fault)."""
+    """``std_msgs/Bool``: true -> stand up (from passive, or after a fault). The node waits for it
+    before anything stiff goes out (unless ``safety.auto_start``)."""
     joint_command_topic: str = "joint_commands"
     """``std_msgs/Float64MultiArray`` out (e.g. ``forward_position_controller/commands``)."""
     command_format: str = "position"

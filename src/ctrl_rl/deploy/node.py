@@ -11,6 +11,8 @@ What it guarantees (docs/deploy.md lists the test of each):
 5. Stale state, an e-stop, a lifecycle deactivate or a stop end in damping; damping latches.
 6. A bundle that observes ``height_scan`` needs a fresh, checked height map (``height_map.py``):
    without one the node does not stand up, and one that goes stale ends in damping.
+7. Nothing with stiffness (kp > 0) or a target other than the measured pose goes out before an
+   operator's start message (``safety.auto_start`` false, the default; sim2sim turns it on).
 
 Transport-neutral: it speaks :mod:`ctrl_rl.deploy.messages` through a
 :class:`~ctrl_rl.deploy.transports.Transport` (plain DDS or rclpy), so the same core runs on a
@@ -106,9 +108,10 @@ class DeployNode:
         the driver's stream came to ``safety.state_timeout`` (reported in :meth:`status`)."""
         self.enabled = enabled
         self.mode_at_stop: str | None = None
-        self.waiting: str | None = None
-        """In passive: what keeps the node from standing up (no state yet, no height map, ...)."""
         """The mode the loop was in when it was stopped (then it sends one damping command)."""
+        self.waiting: str | None = None
+        """In passive: what keeps the node from standing up (no state yet, no height map, an
+        operator's start)."""
         self._lock = threading.Lock()
         self._joints: tuple[np.ndarray, np.ndarray, float] | None = None  # pos, vel (policy order), t
         self._imu: tuple[np.ndarray, np.ndarray, float] | None = None  # quat wxyz, gyro, t
@@ -120,6 +123,10 @@ class DeployNode:
         self._hold: str | None = None  # e-stop / lifecycle deactivate: damping until a start
         self._last_status = -1.0
         self._stop = threading.Event()
+        self._stop_reason = "stopped"
+        resolve = getattr(transport, "resolve", None)  # the real transports have it; a test's fake may not
+        self.start_topic = resolve(params.start_topic) if resolve is not None else params.start_topic
+        """The start topic's full ROS name, as an operator publishes on it."""
         self.log_period = 10.0
         """Seconds between latency log lines."""
         self.recorder = None if not params.record_dir else EpisodeRecorder(params.record_dir, self._log_attrs())
@@ -286,6 +293,13 @@ class DeployNode:
         self.enabled = True
         if self.params.safety.auto_start:
             self.safety.request_start()
+        else:
+            self._log_start_hint()
+
+    def _log_start_hint(self) -> None:
+        topic = self.start_topic
+        log.info("waiting for an operator's start (safety.auto_start is false): publish std_msgs/Bool true on %s, "
+                 "e.g. ros2 topic pub -1 %s std_msgs/msg/Bool \"{data: true}\"", topic, topic)
 
     def deactivate(self) -> None:
         """Damping (latched) until the next activate or start."""
@@ -324,7 +338,10 @@ class DeployNode:
         # joints were checked by pose_fault before they were stored: a pose the machine may hold
         mode = self.safety.tick(now, fault, None if joints is None else joints[0],
                                 latch_in_passive=hold is not None)
-        self.waiting = fault if mode == Mode.PASSIVE else None
+        if mode == Mode.PASSIVE:
+            self.waiting = fault or f"an operator's start: std_msgs/Bool true on {self.start_topic}"
+        else:
+            self.waiting = None
         if mode != before and mode == Mode.POLICY:
             self.policy.reset()
         t1 = time.perf_counter_ns()
@@ -349,7 +366,7 @@ class DeployNode:
                 obs = None
         if mode != before:  # a fault (-> damping) is a warning; stand-up, policy, reset and a stop are the plan
             reason = self.safety.transitions[-1][2]
-            fault = mode is Mode.DAMPING and not reason.startswith(OPERATOR_STOPS)
+            fault = mode is Mode.DAMPING and self.safety.fault is not None
             (log.warning if fault else log.info)("mode %s -> %s (%s)", before.value, mode.value, reason)
         out = self.safety.command(now, targets, None if joints is None else joints[1])
         t4 = time.perf_counter_ns()
@@ -361,7 +378,8 @@ class DeployNode:
             if obs is not None:
                 self.recorder.step(obs, actions, now, {**signals, "projected_gravity": grav, "state_age": state_age})
             elif before == Mode.POLICY and self.recorder.active:  # leaving policy mode ends the episode
-                self._end_episode(now, *episode_end(self.safety.fault), joints, imu, cmd, height)
+                self._end_episode(now, *episode_end(self.safety.fault or self.safety.stop), joints, imu, cmd,
+                                  height)
         if mode != before or now - self._last_status >= 0.5:
             self.publish_status()
         return mode
@@ -417,7 +435,8 @@ class DeployNode:
                                    [("field", 3, 3 * n), ("joint", n, 1)])
 
     def status(self) -> dict[str, Any]:
-        return {"mode": self.safety.mode.value, "fault": self.safety.fault, "mode_at_stop": self.mode_at_stop,
+        return {"mode": self.safety.mode.value, "fault": self.safety.fault, "stop": self.safety.stop,
+                "mode_at_stop": self.mode_at_stop,
                 "waiting": self.waiting, "enabled": self.enabled, **self.counters,
                 "last_rejection": self.last_rejection, "last_clamp": self.last_clamp,
                 "velocity_source": self.velocity_source,
@@ -429,14 +448,16 @@ class DeployNode:
                 "recording": self.recorder.status() if self.recorder is not None else None}
 
     def diagnostics(self, status: dict[str, Any]) -> m.DiagnosticArray:
-        """The status as one ``DiagnosticStatus``: OK running, WARN passive/not enabled, ERROR damping."""
+        """The status as one ``DiagnosticStatus``: OK running, WARN passive/not enabled/damping on an
+        operator's stop, ERROR damping on a fault."""
         mode = status["mode"]
-        level = (m.DiagnosticStatus.ERROR if mode == "damping"
-                 else m.DiagnosticStatus.WARN if mode == "passive" or not self.enabled else m.DiagnosticStatus.OK)
-        why = status["fault"] or status["waiting"]
+        level = (m.DiagnosticStatus.ERROR if mode == "damping" and status["fault"]
+                 else m.DiagnosticStatus.WARN if mode in ("passive", "damping") or not self.enabled
+                 else m.DiagnosticStatus.OK)
+        why = status["fault"] or status["stop"] or status["waiting"]
         message = f"{mode}: {why}" if why else mode
-        keys = ("mode", "fault", "waiting", "enabled", "joint_state", "imu", "cmd_vel", "height_map", "rejected",
-                "last_rejection", "published", "clamped", "last_clamp", "policy_faults", "velocity_source",
+        keys = ("mode", "fault", "stop", "waiting", "enabled", "joint_state", "imu", "cmd_vel", "height_map",
+                "rejected", "last_rejection", "published", "clamped", "last_clamp", "policy_faults", "velocity_source",
                 "state_clock", "state_timeout_ms", "max_state_age_ms", "ticks", "deadline_misses", "rate_hz")
         values = [(k, "" if status[k] is None else str(status[k])) for k in keys]
         return m.DiagnosticArray(time.time(), [m.DiagnosticStatus(level, "ctrl_rl_node: safety", message,
@@ -452,9 +473,13 @@ class DeployNode:
 
     def run(self, duration: float | None = None) -> dict[str, Any]:
         """Tick at ``rate_hz`` until :meth:`stop` (or ``duration`` seconds); returns the final status.
-        On the way out the robot gets one damping command (``node stopped``), then the final status."""
+        On the way out the robot gets one damping command (the status's ``stop`` says why: the
+        reason given to :meth:`stop`, or the duration's end; ``fault`` stays ``None`` unless one
+        happened), then the final status."""
         log.info("ctrl_rl node: %s at %.0f Hz, %d joints, command format %s", self.params.bundle or "policy",
                  self.rate_hz, len(self.policy.joint_names), self.params.command_format)
+        if self.enabled and not self.safety_cfg.auto_start:
+            self._log_start_hint()
         end = math.inf if duration is None else time.perf_counter() + duration
         # Transport callbacks run on other threads; with CPython's default 5 ms GIL switch interval
         # a waking control thread can wait that long for them. 0.1 ms keeps the period error small.
@@ -475,14 +500,25 @@ class DeployNode:
             if self.recorder is not None:
                 self._stop_recording()
             self.mode_at_stop = self.safety.mode.value
-            self._final_damping()
+            self._final_damping(self._stop_cause())
         self.publish_status()
         return self.status()
 
-    def _final_damping(self) -> None:
-        """Leave the robot damped (or holding its measured pose), never on a policy target."""
+    def _stop_cause(self) -> str:
+        """Why :meth:`run` ends (called in its ``finally``): an operator's stop (a reason in
+        :data:`~ctrl_rl.deploy.safety.OPERATOR_STOPS`), or the error that ended the loop (a fault)."""
+        error = sys.exc_info()[1]
+        if isinstance(error, KeyboardInterrupt):
+            return "stopped by KeyboardInterrupt (Ctrl-C)"
+        if error is not None:
+            return f"control loop error: {type(error).__name__}: {error}"
+        return self._stop_reason if self._stop.is_set() else "stopped: the run's duration ended"
+
+    def _final_damping(self, reason: str) -> None:
+        """Leave the robot damped (or holding its measured pose), never on a policy target;
+        ``reason`` becomes the status's ``stop`` (or, for a loop error, its ``fault``)."""
         with self._lock:
-            self._hold = "node stopped"
+            self._hold = reason
         try:
             self.tick()
         except Exception:  # the transport may already be gone (interpreter shutdown)
@@ -502,5 +538,8 @@ class DeployNode:
         log.info("mode %s | us p50/p99: %s | period err p99 %.2f ms, %d deadline misses in %d ticks",
                  self.safety.mode.value, stages, err.get("p99", float("nan")), self.timer.misses, self.timer.ticks)
 
-    def stop(self) -> None:
+    def stop(self, reason: str = "stopped") -> None:
+        """End :meth:`run` after this tick; ``reason`` (it starts with ``stopped``) is the status's
+        ``stop``, e.g. ``stopped by signal (SIGTERM)``: an operator's stop, not a fault."""
+        self._stop_reason = reason if reason.startswith(OPERATOR_STOPS) else f"stopped: {reason}"
         self._stop.set()

@@ -24,6 +24,8 @@ from ctrl_rl.robots.terms import (
     ObsTerm,
     TermHistory,
     compute_obs,
+    heading_hold,
+    yaw_angle,
 )
 
 from .runtime import OnnxPolicy
@@ -106,6 +108,17 @@ class RobotPolicy:
                              "it must be > 0 seconds (re-export the bundle with `ctrl-rl export <run>`)")
         self.ticks = 0
         """Policy steps since :meth:`reset`: the gait clock, as the training env counts its episode's steps."""
+        command = meta.get("command") or {}
+        self.heading_stiffness = float(command.get("heading_stiffness", 0.0))  # bundles before it: no hold
+        """The heading hold's gain (1/s; ``task.kwargs.heading_stiffness``): 0 passes the yaw rate through."""
+        ranges = command.get("ranges") or [[-np.inf, np.inf]] * 3
+        self.yaw_rate_range = (float(ranges[2][0]), float(ranges[2][1]))
+        self.heading_target = 0.0
+        """The heading the hold steers to: the yaw at the episode's second tick, advanced by the operator's rate."""
+        if not (np.isfinite(self.heading_stiffness) and self.heading_stiffness >= 0) or \
+                self.yaw_rate_range[0] > self.yaw_rate_range[1]:
+            raise ValueError(f"bundle metadata: command.heading_stiffness must be finite and >= 0 and the yaw-rate "
+                             f"range [lo, hi], got {command.get('heading_stiffness')!r}, {ranges[2]!r}")
         self._check_metadata(meta)
 
     def _check_metadata(self, meta: dict[str, Any]) -> None:
@@ -144,6 +157,22 @@ class RobotPolicy:
             self.history.stacks = []
         self.policy.reset()
 
+    def held_command(self, signals: dict[str, Any], advance: bool = True) -> dict[str, Any]:
+        """``signals`` with the command's yaw rate from the heading hold, tick for tick as the training env
+        computes it (``VelocityTask._held_commands``): the episode's first two ticks pass the operator's rate
+        through (the second takes the IMU's yaw as the target), every later one advances the target by the
+        operator's rate and corrects toward it. ``advance=False`` leaves the target as it is."""
+        if self.heading_stiffness <= 0 or "command" not in signals or self.ticks == 0:
+            return signals
+        cmd = np.array(signals["command"], dtype=np.float64)
+        yaw = float(yaw_angle(np.asarray(signals["imu_quat"], dtype=np.float64)))
+        target = yaw if self.ticks == 1 else self.heading_target + cmd[2] * self.control_dt
+        if advance:
+            self.heading_target = target
+        if self.ticks > 1:
+            cmd[2] = heading_hold(cmd[2], target, yaw, self.heading_stiffness, *self.yaw_rate_range)
+        return {**signals, "command": cmd}
+
     def frame(self, signals: dict[str, Any]) -> np.ndarray:
         """This tick's frame ``[sum of term dims]`` from robot signals in policy joint order (``imu_quat``
         w-x-y-z, ``imu_gyro`` body rad/s, ``joint_pos``/``joint_vel``, ``command`` (vx, vy, yaw rate))."""
@@ -163,7 +192,7 @@ class RobotPolicy:
     def observation(self, signals: dict[str, Any]) -> np.ndarray:
         """``[obs_dim]``: this tick's frame, stacked behind the earlier ones (the history and the gait
         clock advance)."""
-        frame = self.frame(signals)
+        frame = self.frame(self.held_command(signals))
         self.ticks += 1
         if self.history is None:
             return frame
@@ -172,7 +201,7 @@ class RobotPolicy:
 
     def peek_observation(self, signals: dict[str, Any]) -> np.ndarray:
         """What :meth:`observation` would return, without advancing the history (an episode's last)."""
-        frame = self.frame(signals)
+        frame = self.frame(self.held_command(signals, advance=False))
         if self.history is None:
             return frame
         if not self.history.stacks:

@@ -6,14 +6,18 @@ transition is unit-tested with hand-written inputs (tests/test_safety.py). The n
 
 Modes (rl_sar / unitree_rl_gym users know them):
 
-- ``passive``: the start. Damping only (kp = 0, kd = ``damping_kd``, target = measured pose);
-  nothing at all until a valid robot state has been read (there is no pose to hold before it);
-  waits for healthy data, then stands up by itself (``auto_start``) or on a start message.
+- ``passive``: the start. No gains (kp = 0, kd = ``passive_kd``, 0 by default: zero torque, as
+  Unitree's examples and rl_sar send before their start button; target = measured pose); nothing at
+  all until a valid robot state has been read (there is no pose to hold before it); waits for
+  healthy data and an operator's start message (with ``auto_start``: healthy data only, for
+  sim2sim). Before that start no command has non-zero gains (with the default ``passive_kd``) or a
+  target other than the measured pose.
 - ``stand_up``: joint targets move linearly from the pose at entry to the bundle's default pose
   over ``stand_up_time``, then hold it for ``stand_hold_time``, with the bundle's PD gains.
 - ``policy``: the policy's joint targets with the bundle's gains.
 - ``damping``: any fault (stale or malformed data, joint limits, tilt, e-stop) from stand-up or
-  policy lands here and **latches**: only an explicit start message leaves it.
+  policy lands here and **latches**: only an explicit start message leaves it. An operator's stop
+  (:data:`OPERATOR_STOPS`) lands here too, named as :attr:`SafetyStateMachine.stop`, not as a fault.
 
 Every target the machine returns passes :func:`clamp_targets` (the bundle's joint limits and,
 where the bundle has torque limits and gains, what they allow at the measured state), and the
@@ -36,8 +40,9 @@ STATE_TIMEOUT_PERIODS = 2.0
 """``safety.state_timeout = 0`` means this many control periods (see the field's docstring)."""
 
 
-OPERATOR_STOPS = ("node stopped", "deactivated")
-"""Reasons of a damping hold that the operator asked for (a stop, a lifecycle deactivate), not faults."""
+OPERATOR_STOPS = ("stopped", "deactivated")
+"""Prefixes of the reasons of a damping hold that the operator asked for (the node stopped by a
+signal or at the end of its run, a lifecycle deactivate): they are a ``stop``, never a ``fault``."""
 
 
 class Mode(str, Enum):
@@ -77,10 +82,14 @@ class SafetyConfig:
     stand_hold_time: float = 0.5
     """Seconds to hold the default pose before the policy takes over."""
     damping_kd: float = 1.0
-    """Joint damping (N m s/rad) in passive and damping modes (kp = 0)."""
-    auto_start: bool = True
-    """Stand up on the first healthy data without waiting for a start message (once: after a
-    fault the node waits for a start message)."""
+    """Joint damping (N m s/rad) in damping mode (kp = 0): after a fault or an operator's stop."""
+    passive_kd: float = 0.0
+    """Joint damping (N m s/rad) in passive mode, before the operator's start (kp = 0): 0 sends zero
+    gains (zero torque: the robot stays as it lies, held by nothing); a value > 0 damps its motion."""
+    auto_start: bool = False
+    """Stand up on the first healthy data without waiting for an operator's start message (once:
+    after a fault the node waits for a start message). Off on a robot: nothing with stiffness goes
+    out before an operator sends start; ``ctrl-rl deploy sim2sim`` turns it on for its simulated robot."""
     height_map_timeout: float = 0.2
     """A height map (bundles that observe ``height_scan``) older than this (s) is a fault: the
     node does not stand up without a fresh one and goes to damping when it goes stale. 0.2 s is
@@ -235,6 +244,9 @@ class SafetyStateMachine:
             np.broadcast_to(np.asarray(torque_limits, dtype=np.float64), (n,)).copy()
         self.mode = Mode.PASSIVE
         self.fault: str | None = None
+        """The fault that holds the machine in damping (``None``: none, or only an operator's stop)."""
+        self.stop: str | None = None
+        """The operator's stop (:data:`OPERATOR_STOPS`) that holds it in damping: not a fault."""
         self.transitions: list[tuple[float, Mode, str]] = []
         """``(time, new mode, why)`` of every transition, for the log and the tests."""
         self._start_requested = cfg.auto_start
@@ -253,12 +265,17 @@ class SafetyStateMachine:
         self._start_requested = True
 
     def trip(self, t: float, reason: str, latch_in_passive: bool = False) -> Mode:
-        """A fault: damping from stand-up or policy; in passive only an operator's hold (e-stop,
-        deactivate: ``latch_in_passive``) latches, a data fault is noted and waited out."""
+        """A fault, or an operator's stop (``reason`` starts with one of :data:`OPERATOR_STOPS`):
+        damping from stand-up or policy; in passive only an operator's hold (e-stop, deactivate,
+        stop: ``latch_in_passive``) latches, a data fault is noted and waited out. A stop is kept
+        in :attr:`stop`, a fault in :attr:`fault`; a stop while a fault holds damping adds to it."""
+        operator = reason.startswith(OPERATOR_STOPS)
         if self.mode in (Mode.STAND_UP, Mode.POLICY) or (self.mode == Mode.PASSIVE and latch_in_passive):
-            self.fault = reason
+            self.fault, self.stop = (None, reason) if operator else (reason, None)
             self._start_requested = False
             self._enter(Mode.DAMPING, t, reason)
+        elif self.mode == Mode.DAMPING and operator:
+            self.stop = reason
         return self.mode
 
     def tick(self, t: float, fault: str | None, measured_pose: np.ndarray | None,
@@ -276,7 +293,7 @@ class SafetyStateMachine:
             return self.trip(t, fault, latch_in_passive)
         if self.mode in (Mode.PASSIVE, Mode.DAMPING) and self._start_requested and self.measured_pose is not None:
             self._start_requested = False
-            self.fault = None
+            self.fault = self.stop = None
             self._q0 = self.measured_pose.copy()
             self._enter(Mode.STAND_UP, t, "start")
         elif self.mode == Mode.STAND_UP and t - self._t0 >= self.cfg.stand_up_time + self.cfg.stand_hold_time:
@@ -297,7 +314,8 @@ class SafetyStateMachine:
                 raise ValueError("policy mode needs the policy's joint targets")
             target, kp, kd = np.asarray(policy_targets, dtype=np.float64), self.kp, self.kd
         else:  # passive, damping: hold the measured pose with no stiffness
-            target, kp, kd = self.measured_pose, np.zeros_like(self.kp), np.full_like(self.kd, self.cfg.damping_kd)
+            damping = self.cfg.passive_kd if self.mode == Mode.PASSIVE else self.cfg.damping_kd
+            target, kp, kd = self.measured_pose, np.zeros_like(self.kp), np.full_like(self.kd, damping)
         torque = self.torque_limits if self.cfg.torque_clamp else None
         target, moved = clamp_targets(target, self.joint_limits, kp, kd, torque, self.measured_pose, joint_vel)
         return JointCommand(target, kp, kd, moved)

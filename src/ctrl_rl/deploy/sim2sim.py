@@ -19,6 +19,7 @@ import json
 import logging
 import math
 import os
+import signal
 import sys
 import threading
 import time
@@ -28,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from . import messages as m
+from .gait_recorder import GaitRecorder
 from .height_map import HeightMapSpec, grid_shape, yaw_points
 from .stats import LoopTimer
 
@@ -59,8 +61,15 @@ class BridgeConfig:
     noise_joint_pos: float = 0.0
     noise_joint_vel: float = 0.0
     noise_gyro: float = 0.0
+    obs_noise: float = 0.0
+    """Uniform noise on the published state at this multiple of training's levels (legged_gym's ``noise_level``:
+    1 = +-0.01 rad joint positions, +-1.5 rad/s joint velocities, +-0.2 rad/s gyro, +-0.05 rad attitude)."""
     latency: float = 0.0
     """Seconds between sensing and publishing (a driver's delay)."""
+    command_latency: float = 0.0
+    """Seconds between receiving a joint command and applying it (a bus's delay)."""
+    control_dt: float = 0.02
+    """The policy's control period: the gait traces' rate (``gait_recorder.py``)."""
     seed: int = 0
     terrain: dict[str, Any] | None = None
     """A generated terrain (``ctrl_rl.robots.terrain.TerrainConfig`` keys: a rough-terrain bundle's
@@ -146,6 +155,12 @@ class Sim2SimBridge:
         self.pending: collections.deque[tuple[float, m.JointState, m.Imu]] = collections.deque()
         self._lock = threading.Lock()
         self._command: tuple[np.ndarray, np.ndarray | None, np.ndarray | None] | None = None
+        self._delayed: collections.deque[tuple[float, Any]] = collections.deque()
+        """Commands waiting out ``command_latency``: (time due, command)."""
+        self.noise_scale = _noise_scales(cfg.obs_noise)
+        self.node_mode: str | None = None
+        """The node's mode as its last status said (the gait recorder's phases)."""
+        self.gait = GaitRecorder(self.model, self.data, r, layout, cfg.control_dt, cfg.cmd_vel, self.terrain)
         self.stats = {"commands": 0, "rejected": 0, "published": 0, "physics_steps": 0}
         self.trace = np.zeros((max(1, round(10.0 * cfg.state_rate_hz)), 6))
         """Ring of the last 10 s: time, base z, body forward speed, tilt, base x, base y (preallocated: a
@@ -162,11 +177,11 @@ class Sim2SimBridge:
             self._pub_map = transport.publisher(cfg.height_map_topic, m.Float64MultiArray)
         self.map_decim = max(1, round(1.0 / (cfg.height_map_rate_hz * self.model.opt.timestep)))
         transport.subscribe(cfg.joint_command_topic, m.Float64MultiArray, self._on_command)
-        if self.gantry:
-            from .config import TopicQos
+        from .config import TopicQos
 
-            status_qos = TopicQos("reliable", 1, "transient_local")
-            transport.subscribe(cfg.status_topic, m.String, self._on_status, qos=status_qos)
+        status_qos = TopicQos("reliable", 1, "transient_local")
+        transport.subscribe(cfg.status_topic, m.String, self._on_status, qos=status_qos)
+        if self.gantry:
             self.base_id = self.model.body(r.base_body).id
             self.hold = self.data.qpos[:3].copy()
 
@@ -218,7 +233,10 @@ class Sim2SimBridge:
         kp = data[n:2 * n][inv] if rows == 3 else None
         kd = data[2 * n:][inv] if rows == 3 else None
         with self._lock:
-            self._command = (pos, kp, kd)
+            if self.cfg.command_latency > 0:
+                self._delayed.append((time.monotonic() + self.cfg.command_latency, (pos, kp, kd)))
+            else:
+                self._command = (pos, kp, kd)
             self.stats["commands"] += 1
 
     def _sense(self, stamp: float) -> tuple[m.JointState, m.Imu]:
@@ -231,12 +249,23 @@ class Sim2SimBridge:
             vel += rng.normal(0, c.noise_joint_vel, n)
         if c.noise_gyro:
             gyro += rng.normal(0, c.noise_gyro, 3)
+        quat = d[self.s_quat].copy()
+        if c.obs_noise:
+            k = self.noise_scale
+            pos += rng.uniform(-k["joint_pos_rel"], k["joint_pos_rel"], n)
+            vel += rng.uniform(-k["joint_vel"], k["joint_vel"], n)
+            gyro += rng.uniform(-k["base_ang_vel"], k["base_ang_vel"], 3)
+            quat = tilted(quat, rng.uniform(-k["projected_gravity"], k["projected_gravity"], 2))
         js = m.JointState(stamp, list(self.names), pos, vel, d[self.s_eff].copy())
-        imu = m.Imu(stamp, d[self.s_quat].copy(), gyro, d[self.s_acc].copy(), frame_id="imu")
+        imu = m.Imu(stamp, quat, gyro, d[self.s_acc].copy(), frame_id="imu")
         return js, imu
 
     def _on_status(self, msg: m.String) -> None:
-        if self._policy_since is None and '"mode": "policy"' in msg.data:
+        try:
+            self.node_mode = json.loads(msg.data).get("mode")
+        except (ValueError, AttributeError):
+            return
+        if self._policy_since is None and self.node_mode == "policy":
             self._policy_since = float(self.data.time)
 
     def _gantry(self) -> None:
@@ -260,6 +289,8 @@ class Sim2SimBridge:
     def step(self) -> None:
         """Apply the latest command, one physics step, publish state when due."""
         with self._lock:
+            while self._delayed and self._delayed[0][0] <= time.monotonic():
+                self._command = self._delayed.popleft()[1]
             cmd, self._command = self._command, None
         if cmd is not None:
             pos, kp, kd = cmd
@@ -271,6 +302,8 @@ class Sim2SimBridge:
             self._gantry()
         self.mj.mj_step(self.model, self.data)
         k = self.stats["physics_steps"] = self.stats["physics_steps"] + 1
+        if k % self.gait.every == 0:
+            self.gait.tick(self.node_mode, not self.gantry or self.released_at is not None)
         now = time.time()
         if k % self.decim == 0:
             self.pending.append((time.monotonic() + self.cfg.latency, *self._sense(now)))
@@ -337,6 +370,23 @@ class Sim2SimBridge:
                 "base_x": float(last[4]), "base_y": float(last[5])}
 
 
+def _noise_scales(level: float) -> dict[str, float]:
+    """Half-widths of the uniform state noise at ``level`` times training's (the policy terms' own)."""
+    from ctrl_rl.robots.velocity_config import policy_terms
+
+    return {t.name: float(t.noise) for t in policy_terms(level)}
+
+
+def tilted(quat: np.ndarray, angles: np.ndarray) -> np.ndarray:
+    """``quat`` (w, x, y, z) turned by small ``angles`` (rad) about its body x and y axes: attitude noise,
+    which the node sees in the projected gravity."""
+    ax, ay = angles / 2
+    w, x, y, z = quat
+    dw, dx, dy = math.sqrt(max(0.0, 1 - ax * ax - ay * ay)), ax, ay
+    return np.array([w * dw - x * dx - y * dy, w * dx + x * dw - z * dy, w * dy + y * dw + z * dx,
+                     z * dw + x * dy - y * dx])
+
+
 def write_json(path: str, data: dict[str, Any]) -> None:
     tmp = f"{path}.tmp"
     with open(tmp, "w") as f:
@@ -360,8 +410,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--joint-order", default="", help="comma-separated joint names, or 'reversed'")
     ap.add_argument("--cmd-vel", type=float, nargs=3, default=None, metavar=("VX", "VY", "WZ"))
     ap.add_argument("--noise", type=float, nargs=3, default=(0.0, 0.0, 0.0), metavar=("POS", "VEL", "GYRO"))
-    ap.add_argument("--latency", type=float, default=0.0)
+    ap.add_argument("--obs-noise", type=float, default=0.0, metavar="LEVEL",
+                    help="uniform state noise at LEVEL x training's (legged_gym's noise_level)")
+    ap.add_argument("--latency", type=float, default=0.0, help="sensing-to-publish delay (s)")
+    ap.add_argument("--command-latency", type=float, default=0.0, help="command receive-to-apply delay (s)")
+    ap.add_argument("--control-dt", type=float, default=0.02, help="the policy's control period: the gait traces' rate")
     ap.add_argument("--summary", default="", help="write the final summary JSON here")
+    ap.add_argument("--gait-trace", default="", metavar="PATH",
+                    help="write the policy phase's gait traces here (.npz, ctrl_rl.deploy.gait_recorder.load)")
     ap.add_argument("--terrain", default=None, help="generated terrain config as JSON (a rough bundle's metadata)")
     ap.add_argument("--terrain-cell", type=int, nargs=2, default=None, metavar=("ROW", "COL"),
                     help="sub-terrain to start on (default: middle row, column 0)")
@@ -379,7 +435,8 @@ def main(argv: list[str] | None = None) -> None:
     cfg = BridgeConfig(robot=args.robot, physics_dt=args.physics_dt, state_rate_hz=args.state_rate,
                        command_format=args.command_format, joint_order=order,
                        cmd_vel=tuple(args.cmd_vel) if args.cmd_vel else None, noise_joint_pos=args.noise[0],
-                       noise_joint_vel=args.noise[1], noise_gyro=args.noise[2], latency=args.latency,
+                       noise_joint_vel=args.noise[1], noise_gyro=args.noise[2], obs_noise=args.obs_noise,
+                       latency=args.latency, command_latency=args.command_latency, control_dt=args.control_dt,
                        terrain=json.loads(args.terrain) if args.terrain else None,
                        limb_collisions=not args.no_limb_collisions,
                        terrain_cell=tuple(args.terrain_cell) if args.terrain_cell else None,
@@ -397,11 +454,14 @@ def main(argv: list[str] | None = None) -> None:
     transport = make_transport(args.transport, namespace=args.namespace, node_name="ctrl_rl_sim2sim",
                                unitree=unitree)
     bridge = Sim2SimBridge(cfg, transport)
+    signal.signal(signal.SIGTERM, lambda *_: bridge.stop())  # `deploy sim2sim` ends the bridge so: save first
     try:
         summary = bridge.run(args.duration, args.summary)
     except KeyboardInterrupt:
         summary = bridge.summary()
     finally:
+        if args.gait_trace:  # first: closing the transport may take a while
+            bridge.gait.save(args.gait_trace)
         transport.close()
     if args.summary:
         write_json(args.summary, summary)

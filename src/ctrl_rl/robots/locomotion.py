@@ -20,10 +20,11 @@ import torch
 from ctrl_rl.env import SimulationError
 from ctrl_rl.mirror import EnvMirror, SignedPerm, pair_points
 
-from . import register_task
+from . import gait_rewards as gait
+from . import gait_signals, register_task
 from .robot import RobotConfig, SensorLayout, build_model, joint_indices
-from .terms import TERM_MIRRORS, ObsTerm, compute_obs, projected_gravity
-from .velocity_config import DEFAULT_REWARDS, TRACKING_SIGMA, VelocityTaskConfig, policy_terms
+from .terms import TERM_MIRRORS, ObsTerm, compute_obs, heading_hold, projected_gravity, yaw_angle
+from .velocity_config import DEFAULT_REWARDS, FINE_TRACKING_SIGMA, TRACKING_SIGMA, VelocityTaskConfig, policy_terms
 
 __all__ = ["DEFAULT_REWARDS", "TRACKING_SIGMA", "VelocityTask", "VelocityTaskConfig", "policy_terms"]
 
@@ -62,6 +63,14 @@ class VelocityTask:
         self.feet = [f"{g}_contact" for g in robot.foot_geoms]
         self.foot_points = _standing_foot_points(model, robot)
         """``[feet, 3]`` foot geom centres in the base frame at the default pose (pairs them for mirroring)."""
+        self.foot_vel_sensors = [f"{g}_vel" for g in robot.foot_geoms]
+        self.foot_pos_sensors = [f"{g}_pos" for g in robot.foot_geoms]
+        self.foot_rest_height = torch.tensor(_foot_rest_heights(model, robot), device=device)
+        """A foot geom's centre height when it stands on flat ground (sphere: its radius; box: half height)."""
+        self.pose_tolerance = torch.tensor(_pose_tolerance(robot, cfg.pose_tolerance), device=device)
+        self.torque_limits = torch.tensor(robot.torque_limits, device=device)
+        self.mass = float(model.body_subtreemass[self.base_id])
+        """The robot's mass (kg), for the ``power`` term's scale."""
         self.torque_sensors = [f"{j}_torque" for j in robot.joint_names]
         self.joint_pos_sensors = [f"{j}_pos" for j in robot.joint_names]
         self.joint_vel_sensors = [f"{j}_vel" for j in robot.joint_names]
@@ -83,6 +92,12 @@ class VelocityTask:
         n, f = num_envs, len(self.feet)
         zeros = lambda *s: torch.zeros(*s, device=device)  # noqa: E731
         self.commands = zeros(n, 3)
+        """What the policy is told and rewarded for: the operator's command with the heading hold's yaw rate."""
+        self.user_commands = zeros(n, 3)
+        """The operator's command (vx, vy, yaw rate): sampled, or ``fixed_command``."""
+        self.heading_target = zeros(n)
+        self.heading_fresh = torch.ones(n, dtype=torch.bool, device=device)
+        """Rows whose heading target is set from the yaw at their next step (a new episode)."""
         self.last_action = zeros(n, self.action_dim)
         self.last_joint_vel = zeros(n, nj)
         self.air_time = zeros(n, f)
@@ -188,7 +203,9 @@ class VelocityTask:
     def reset_rows(self, rows: torch.Tensor, gen: torch.Generator) -> None:
         """Fresh commands, delays and buffers for the envs that start a new episode."""
         r = rows[:, None]
-        self.commands = torch.where(r, self._sample_commands(gen), self.commands)
+        self.user_commands = torch.where(r, self._sample_commands(gen), self.user_commands)
+        self.commands = torch.where(r, self.user_commands, self.commands)
+        self.heading_fresh = self.heading_fresh | rows
         self.last_action.masked_fill_(r, 0.0)
         self.last_joint_vel.masked_fill_(r, 0.0)
         self.air_time.masked_fill_(r, 0.0)
@@ -241,7 +258,8 @@ class VelocityTask:
         s["last_action"] = self.last_action
         if self.resample_every > 0:
             due = (episode_length % self.resample_every == 0)[:, None]
-            self.commands = torch.where(due, self._sample_commands(gen), self.commands)
+            self.user_commands = torch.where(due, self._sample_commands(gen), self.user_commands)
+        self.commands = self._held_commands(s["imu_quat"])
         s["command"] = self.commands
         self.post_step_signals = s
         """This step's signals with the updated command and last action: ``final_obs`` reuses them."""
@@ -251,6 +269,20 @@ class VelocityTask:
                         "forward_velocity": v[:, 0]}  # base frame, m/s
         log.update({f"Metrics/{k}": m.mean() for k, m in self.metrics.items()})
         return reward, terminated, log
+
+    def _held_commands(self, imu_quat: torch.Tensor) -> torch.Tensor:
+        """The operator's command with the heading hold's yaw rate (``task.kwargs.heading_stiffness``).
+        A new episode's first step takes its heading as the target, uncorrected; every later step
+        advances the target by the operator's yaw rate (the deploy node does the same, tick by tick)."""
+        user = self.user_commands
+        if self.cfg.heading_stiffness <= 0:
+            return user.clone()
+        yaw = yaw_angle(imu_quat)
+        self.heading_target = torch.where(self.heading_fresh, yaw, self.heading_target + user[:, 2] * self.step_dt)
+        held = heading_hold(user[:, 2], self.heading_target, yaw, self.cfg.heading_stiffness, *self.cfg.ang_vel_yaw)
+        held = torch.where(self.heading_fresh, user[:, 2], held)
+        self.heading_fresh = torch.zeros_like(self.heading_fresh)
+        return torch.cat([user[:, :2], held[:, None]], -1)
 
     def check_simulation(self) -> None:
         """A base 0.5 m below the ground fell through the world (no floor, or no collision with it):
@@ -279,6 +311,7 @@ class VelocityTask:
         q = s["joint_pos"]
         terms = {
             "track_lin_vel_xy": torch.exp(-((self.commands[:, :2] - v[:, :2]) ** 2).sum(-1) / TRACKING_SIGMA),
+            "track_lin_vel_xy_fine": torch.exp(-((self.commands[:, :2] - v[:, :2]) ** 2).sum(-1) / FINE_TRACKING_SIGMA),
             "track_ang_vel_z": torch.exp(-((self.commands[:, 2] - w[:, 2]) ** 2) / TRACKING_SIGMA),
             "lin_vel_z": v[:, 2] ** 2,
             "ang_vel_xy": (w[:, :2] ** 2).sum(-1),
@@ -291,10 +324,26 @@ class VelocityTask:
                                  + (q - self.soft_limits[1]).clamp(min=0)).sum(-1),
             "base_height": (s["base_height"][:, 0] - self.robot.init_height) ** 2,
             "termination": terminated.float(),
+            **self.gait_terms(s, contact),
         }
         self.air_time *= ~(contact | self.last_contact)
         self.last_contact = contact
         return terms
+
+    def gait_terms(self, s: dict[str, torch.Tensor], contact: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The recipe's posture, feet and effort terms (``robots/gait_rewards.py``), scaled by this robot."""
+        sd, h0 = s["_sensordata"], self.robot.init_height
+        foot_vel = torch.stack([sd[:, self.layout[k]][:, :2] for k in self.foot_vel_sensors], 1)
+        lift = torch.stack([sd[:, self.layout[k]][:, 2] for k in self.foot_pos_sensors], -1) - self.foot_rest_height
+        torques = s["_torques"]
+        return {
+            "joint_pose": gait.pose_deviation(s["joint_pos"], self.default_pose, self.pose_tolerance),
+            "base_height_ratio": gait.height_ratio_error(s["base_height"][:, 0], h0),
+            "feet_slide": gait.foot_slip(foot_vel, contact),
+            "feet_clearance": gait.foot_clearance(lift, foot_vel.norm(dim=-1), self.cfg.foot_clearance * h0),
+            "torque_limits": gait.torque_excess(torques, self.torque_limits, self.cfg.torque_soft_limit),
+            "power": gait.mechanical_power(torques, s["joint_vel"], self.mass, h0),
+        }
 
     def perturb(self, physics: Any, episode_length: torch.Tensor, gen: torch.Generator) -> bool:
         """Random base velocity kicks every ``push_interval_s`` of an episode. Returns whether any
@@ -346,7 +395,8 @@ class VelocityTask:
             "joint_limits": self.joint_limits.tolist(),  # hard [lo, hi] per joint (rad), for the deploy watchdog
             "control_dt": self.step_dt, "decimation": self.decimation,
             "command": {"names": ["lin_vel_x", "lin_vel_y", "ang_vel_yaw"],
-                        "ranges": [list(self.cfg.lin_vel_x), list(self.cfg.lin_vel_y), list(self.cfg.ang_vel_yaw)]},
+                        "ranges": [list(self.cfg.lin_vel_x), list(self.cfg.lin_vel_y), list(self.cfg.ang_vel_yaw)],
+                        "heading_stiffness": self.cfg.heading_stiffness},  # the node holds the heading as training did
         }
 
     # -- symmetry -----------------------------------------------------------------------------
@@ -377,7 +427,8 @@ class VelocityTask:
         return EnvMirror(terms, parts["actions"])
 
     # -- state ------------------------------------------------------------------------------
-    _BUFFERS = ("commands", "last_action", "last_joint_vel", "air_time", "last_contact", "delay", "action_history")
+    _BUFFERS = ("commands", "last_action", "last_joint_vel", "air_time", "last_contact", "delay", "action_history",
+                "user_commands", "heading_target", "heading_fresh")
 
     _RANDOMIZED = ("geom_friction", "body_mass", "actuator_gainprm", "actuator_biasprm")
 
@@ -388,9 +439,35 @@ class VelocityTask:
 
     def set_state(self, state: dict[str, Any], physics: Any) -> None:
         for k in self._BUFFERS:
-            setattr(self, k, state[k].to(self.device).clone())
+            if k in state:  # a checkpoint from before the heading hold has no heading buffers: they start fresh
+                setattr(self, k, state[k].to(self.device).clone())
         for k, v in state["model"].items():
             physics.set_model_field(k, v)
+
+    # -- gait report (ctrl-rl eval; ctrl_rl.deploy.gait_report) ---------------------------------
+    def gait_spec(self, model: mujoco.MjModel) -> dict[str, Any]:
+        """The robot's constants for the gait report (``robots/gait_signals.py``)."""
+        return gait_signals.gait_spec(self, model)
+
+    def gait_signals(self) -> dict[str, torch.Tensor]:
+        """This step's per-env gait signals (``robots/gait_signals.py``), read after :meth:`evaluate`."""
+        return gait_signals.step_signals(self)
+
+
+def _foot_rest_heights(model: mujoco.MjModel, robot: RobotConfig) -> list[float]:
+    """Each foot geom's centre height when it stands on flat ground: a box's half height, else its radius."""
+    ids = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, g) for g in robot.foot_geoms]
+    return [float(model.geom_size[i][2] if model.geom_type[i] == mujoco.mjtGeom.mjGEOM_BOX else model.geom_size[i][0])
+            for i in ids]
+
+
+def _pose_tolerance(robot: RobotConfig, tolerance: tuple[float, ...]) -> list[float]:
+    """Per joint: ``tolerance[0]`` for joints whose mirror flips their sign (abduction, roll, yaw),
+    ``tolerance[1]`` for the others; every joint gets ``tolerance[1]`` without a mirror map."""
+    if not robot.mirror:
+        return [float(tolerance[1])] * robot.num_joints
+    _, sign = robot.mirror_map()
+    return [float(tolerance[0] if s < 0 else tolerance[1]) for s in sign]
 
 
 def _standing_foot_points(model: mujoco.MjModel, robot: RobotConfig) -> np.ndarray:

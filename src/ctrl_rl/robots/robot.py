@@ -6,10 +6,15 @@ compiles the MJCF through ``mujoco.MjSpec`` and *adds* what every task reads, so
 model (MuJoCo Menagerie or their own) needs no hand edits:
 
 * PD position actuators on the listed joints with the config's gains and torque limits
-  (existing actuators are replaced: the gains trained with are the gains exported);
+  (existing actuators are replaced: the gains trained with are the gains exported; keyframes
+  keep their poses);
 * the sensors a real robot has (IMU quaternion / gyro / accelerometer at the IMU site,
   foot contact, motor torque) and privileged ones for critics (base velocity and position,
-  base contact, foot positions), all under canonical names (:data:`SENSOR_NAMES`).
+  base contact, foot positions), all under canonical names (:data:`SENSOR_NAMES`), in place
+  of the MJCF's own sensors.
+
+The task's physics profile (timestep, solver budget, friction cone) is set on the compiled
+model by ``robots/physics.py``; :func:`derived_values` are the robot's size as the task sees it.
 
 Tasks observe through sensors only, never ``qpos``: MuJoCo evaluates sensors in the forward
 pass at the start of a physics step, so after a control step every reading is one
@@ -31,8 +36,17 @@ import mujoco
 import numpy as np
 import yaml
 
-from .mjcf_edits import add_floor_if_missing, filter_collisions, set_armature, strip_visual_meshes
+from .mjcf_edits import (
+    add_floor_if_missing,
+    drop_own_sensors,
+    filter_collisions,
+    fit_keyframes,
+    log_once,
+    set_armature,
+    strip_visual_meshes,
+)
 from .packages import SCHEME, RobotModelNotFetched, resolve
+from .physics import PHYSICS_CHOICES
 
 log = logging.getLogger(__name__)
 
@@ -76,9 +90,15 @@ class RobotConfig:
     given: derived from the model, the default pose's lowest foot (or, without feet, lowest
     colliding geom) on the ground (:func:`standing_height`)."""
     collide: tuple[str, ...] = ()
-    """The robot's geoms that collide, as names or regular expressions (``feet``: the foot geoms);
-    every other geom of the robot is made non-colliding. Empty: the MJCF's own settings (mjlab's
-    Go1 lets only its feet touch the ground; a raw MJCF often lets every limb collide)."""
+    """The robot's geoms that collide: geom names or regular expressions, ``feet`` (the foot geoms),
+    ``body:<regex>`` (every geom of those bodies), ``class:<regex>`` (every geom whose own default class
+    matches; Menagerie's collision geoms have no names); every other geom of the robot is made
+    non-colliding. Empty: the MJCF's own settings (mjlab's Go1 lets only its feet touch the ground; a raw
+    MJCF often lets every limb collide)."""
+    physics: str = "task"
+    """``task``: the task's physics profile replaces the MJCF's options (pyramidal cone, impratio 1, the
+    task's solver budget; ``robots/physics.py``); ``mjcf``: the MJCF's ``<option>`` stays. The timestep is
+    the task's either way; joint frictionloss, damping and armature are always the MJCF's."""
     armature: tuple[float, ...] = ()
     """Rotor armature per joint (kg m^2: rotor inertia x gear ratio^2), one value, one per joint or
     per leg; empty: the MJCF's."""
@@ -121,7 +141,8 @@ class RobotConfig:
 
     def bundle_dict(self) -> dict[str, Any]:
         """The config as a deploy bundle carries it (plain JSON types), so sim2sim rebuilds this robot
-        anywhere the model resolves: a ``pkg:`` model as written, a file as its absolute path."""
+        anywhere the model resolves: a ``pkg:`` model as written, a file as its absolute path (a run moved
+        to a machine without that file is refused by ``deploy sim2sim``, naming ``--robot``)."""
         out: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
@@ -183,6 +204,9 @@ class RobotConfig:
         if not (np.all(np.isfinite(scales)) and np.all(scales >= 0)):
             raise ValueError(f"{path}: action_scale must be finite and >= 0, got {raw.get('action_scale')}")
         values["collide"] = tuple(raw.get("collide") or ())
+        if raw.get("physics", cls.physics) not in PHYSICS_CHOICES:
+            raise ValueError(f"{path}: physics must be one of {list(PHYSICS_CHOICES)} (task: the task's physics "
+                             f"profile; mjcf: the MJCF's own options), got {raw['physics']!r}")
         values["action_joints"] = tuple(raw.get("action_joints") or ())
         idle = [p for p in values["action_joints"] if not any(re.fullmatch(p, j) for j in values["joint_names"])]
         if idle:
@@ -277,7 +301,8 @@ def _find_geom_body(spec: mujoco.MjSpec, geom_name: str) -> Any:
 def build_model(robot: RobotConfig, scene: Callable[[mujoco.MjSpec], None] | None = None,
                 visuals: bool = False) -> tuple[mujoco.MjModel, SensorLayout]:
     """Compile the robot's MJCF with the YAML's collisions and armature, a floor where it has none,
-    the config's actuators and the canonical sensors (``robots/mjcf_edits.py``).
+    the config's actuators and the canonical sensors in place of the MJCF's (``robots/mjcf_edits.py``);
+    logs :func:`derived_values` once.
 
     ``scene(spec)`` edits the MJCF after the robot's own edits, e.g. puts a generated terrain in
     place of the ground plane (``ctrl_rl.robots.terrain.add_to_spec``). ``visuals``: keep mesh
@@ -289,6 +314,11 @@ def build_model(robot: RobotConfig, scene: Callable[[mujoco.MjSpec], None] | Non
     spec = mujoco.MjSpec.from_file(str(path))
     if spec.body(robot.base_body) is None:
         raise ValueError(f"robot {robot.name}: base_body {robot.base_body!r} is not in {path.name}")
+    own = drop_own_sensors(spec)
+    if own:
+        log_once(log, robot.source or robot.name, "sensors", logging.INFO, "robot %s: its MJCF's %d sensors (%s) "
+                 "are left out of the training model; tasks read only the sensors training adds (SENSOR_NAMES)",
+                 robot.name, len(own), ", ".join(own))
     if robot.collide:
         filter_collisions(spec, robot.base_body, robot.collide, robot.foot_geoms, robot.name)
     if not visuals:
@@ -313,6 +343,7 @@ def build_model(robot: RobotConfig, scene: Callable[[mujoco.MjSpec], None] | Non
         act.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
         act.forcerange = [-robot.torque_limits[i], robot.torque_limits[i]]
         act.inheritrange = 1.0  # ctrlrange = the joint's range: targets never ask past a limit
+    fit_keyframes(spec, robot.default_pose)
 
     imu = robot.imu_site or "ctrl_rl_imu"
     if robot.imu_site is None:
@@ -353,6 +384,11 @@ def build_model(robot: RobotConfig, scene: Callable[[mujoco.MjSpec], None] | Non
     model = spec.compile()
     layout = {model.sensor(i).name: slice(int(model.sensor_adr[i]), int(model.sensor_adr[i] + model.sensor_dim[i]))
               for i in range(model.nsensor)}
+    derived = derived_values(model, robot)
+    log_once(log, robot.source or robot.name, "derived", logging.INFO,
+             "robot %s: standing height (init_height) %.3f m, mass %.2f kg, leg length %s", robot.name,
+             derived["init_height"], derived["mass"],
+             f"{derived['leg_length']:.3f} m" if "leg_length" in derived else "- (no foot_geoms)")
     return model, layout
 
 
@@ -362,31 +398,10 @@ def joint_indices(model: mujoco.MjModel, robot: RobotConfig) -> tuple[np.ndarray
     return np.array([model.jnt_qposadr[i] for i in ids]), np.array([model.jnt_dofadr[i] for i in ids])
 
 
-def set_physics(model: mujoco.MjModel, physics_dt: float, decimation: int, iterations: int, ls_iterations: int,
-                tolerance: float, robot: str = "") -> None:
-    """The task's physics step and solver budget on ``model``. A robot MJCF carries a timestep of its
-    own (MuJoCo's 0.002 s when it names none): a different one is replaced, and said, because the
-    control rate (``physics_dt * decimation``) must not depend on which MJCF was loaded."""
-    if abs(model.opt.timestep - physics_dt) > 1e-12:
-        log.warning("robot %s: the MJCF's timestep %g s is replaced by task.kwargs.physics_dt=%g s (control %g Hz "
-                    "= 1 / (physics_dt x decimation %d)); set task.kwargs.physics_dt to keep the MJCF's",
-                    robot or "?", model.opt.timestep, physics_dt, 1.0 / (physics_dt * decimation), decimation)
-    model.opt.timestep = float(physics_dt)
-    model.opt.iterations = int(iterations)
-    model.opt.ls_iterations = int(ls_iterations)
-    model.opt.tolerance = float(tolerance)
-
-
 def standing_height(model: mujoco.MjModel, robot: RobotConfig) -> float:
     """Base height (m) at which the default pose touches flat ground at z=0: the lowest point of the
     feet (every colliding geom of the robot when it declares none), base upright at the origin."""
-    data = mujoco.MjData(model)
-    base = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, robot.base_body)
-    qpos_adr, _ = joint_indices(model, robot)
-    free = model.body_jntadr[base]
-    data.qpos[model.jnt_qposadr[free]:model.jnt_qposadr[free] + 7] = [0, 0, 0, 1, 0, 0, 0]
-    data.qpos[qpos_adr] = robot.default_pose
-    mujoco.mj_kinematics(model, data)
+    data = _default_pose(model, robot)
     if robot.foot_geoms:
         geoms = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, g) for g in robot.foot_geoms]
     else:
@@ -394,6 +409,46 @@ def standing_height(model: mujoco.MjModel, robot: RobotConfig) -> float:
                  if model.geom_bodyid[g] != 0 and model.geom_contype[g] | model.geom_conaffinity[g]]
     lowest = min(_lowest_point(model, data, g) for g in geoms)
     return float(-lowest)
+
+
+def derived_values(model: mujoco.MjModel, robot: RobotConfig) -> dict[str, float]:
+    """The robot's size as the task sees it, logged when the model is built and carried by the deploy
+    bundle (``robot_derived``): ``init_height`` (m, the standing height resets use: the YAML's, else
+    :func:`standing_height`), ``mass`` (kg, the base and every body below it) and, with foot geoms,
+    ``leg_length`` (m, the longest leg stretched straight: from the first joint below the base through
+    each joint's anchor to the foot's sole; the Go1's 0.53 = 0.08 hip offset + 0.213 thigh + 0.213 calf
+    + 0.023 foot)."""
+    base = model.body(robot.base_body).id
+    height = robot.init_height if robot.init_height is not None else standing_height(model, robot)
+    out = {"init_height": float(height), "mass": float(model.body_subtreemass[base])}
+    if robot.foot_geoms:
+        data = _default_pose(model, robot)
+        out["leg_length"] = max(_leg_length(model, data, base, model.geom(g).id) for g in robot.foot_geoms)
+    return out
+
+
+def _leg_length(model: mujoco.MjModel, data: mujoco.MjData, base: int, foot: int) -> float:
+    """Sum of the straight segments from the first joint below ``base`` to the sole of geom ``foot``:
+    joint anchors are fixed to both bodies they join, so each segment's length holds in every pose."""
+    chain, body = [], int(model.geom_bodyid[foot])
+    while body not in (base, 0):
+        chain.extend(range(model.body_jntadr[body] + model.body_jntnum[body] - 1, model.body_jntadr[body] - 1, -1))
+        body = int(model.body_parentid[body])
+    points = [data.xanchor[j] for j in reversed(chain)] + [data.geom_xpos[foot]]
+    sole = data.geom_xpos[foot][2] - _lowest_point(model, data, foot)  # the foot's centre to its lowest point
+    return float(sum(np.linalg.norm(b - a) for a, b in zip(points, points[1:], strict=False)) + sole)
+
+
+def _default_pose(model: mujoco.MjModel, robot: RobotConfig) -> mujoco.MjData:
+    """Kinematics of the default pose, base upright at the origin."""
+    data = mujoco.MjData(model)
+    base = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, robot.base_body)
+    qpos_adr, _ = joint_indices(model, robot)
+    free = model.body_jntadr[base]
+    data.qpos[model.jnt_qposadr[free]:model.jnt_qposadr[free] + 7] = [0, 0, 0, 1, 0, 0, 0]
+    data.qpos[qpos_adr] = robot.default_pose
+    mujoco.mj_kinematics(model, data)
+    return data
 
 
 def _lowest_point(model: mujoco.MjModel, data: mujoco.MjData, g: int) -> float:

@@ -63,6 +63,26 @@ def projected_gravity(s: Mapping[str, Array]) -> Array:
     return xp.stack([2.0 * (w * y - x * z), -2.0 * (w * x + y * z), 1.0 - 2.0 * (w * w + z * z)], -1)
 
 
+def yaw_angle(q: Array) -> Array:
+    """Heading (rad, in (-pi, pi]) of unit quaternions ``q`` (w, x, y, z): the yaw of the body's x axis."""
+    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
+    return namespace(q).arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+
+
+def heading_hold(user_yaw_rate: Array, target: Array, yaw: Array, stiffness: float, low: float,
+                 high: float) -> Array:
+    """The yaw-rate command a policy is given while it holds a heading: the operator's rate plus
+    ``stiffness`` times the heading error ``wrap(target - yaw)``, clipped to the trained range
+    (legged_gym's and mjlab's heading command, with the operator's rate fed forward). The caller
+    advances ``target`` by the operator's rate every control step, so a robot told to go straight
+    corrects the yaw it picked up instead of walking off in an arc. Training and the deploy node
+    (``ctrl_rl.deploy.robot_policy``) run this one function."""
+    xp = namespace(yaw)
+    error = target - yaw
+    error = xp.arctan2(xp.sin(error), xp.cos(error))  # wrapped to (-pi, pi]
+    return (user_yaw_rate + stiffness * error).clip(low, high)
+
+
 TERM_FUNCTIONS: dict[str, Callable[[Mapping[str, Array]], Array]] = {
     # measurable on the robot
     "base_ang_vel": lambda s: s["imu_gyro"],

@@ -3,21 +3,32 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import mujoco
 
-from .robot import set_physics
+from .physics import PhysicsProfile, set_physics
 from .terms import ObsTerm
+
+if TYPE_CHECKING:
+    from .robot import RobotConfig
 
 DEFAULT_REWARDS = {
     "track_lin_vel_xy": 1.0, "track_ang_vel_z": 0.5, "lin_vel_z": -2.0, "ang_vel_xy": -0.05,
     "orientation": -5.0, "torques": -2e-4, "joint_acc": -2.5e-7, "action_rate": -0.01,
     "feet_air_time": 0.25, "joint_pos_limits": -10.0, "base_height": 0.0, "termination": 0.0,
+    "track_lin_vel_xy_fine": 0.5, "joint_pose": -0.5, "base_height_ratio": -10.0, "feet_slide": -0.25,
+    "feet_clearance": -0.25, "torque_limits": -2.0, "power": -0.01,
 }
 """legged_gym's Go1 weights, with Isaac Lab's flat-terrain orientation (-5) and air-time (0.25)
-weights (why: docs/experiments/quadruped_rewards.md)."""
+weights (why: docs/experiments/quadruped_rewards.md), and the gait terms an owner judges a walk by
+(``robots/gait_rewards.py``: posture, foot slip and clearance, torque peaks and power), each
+dimensionless, scaled by the robot's standing height, torque limits and mass, so one set of
+weights serves every quadruped (docs/experiments/gait_recipe.md)."""
 TRACKING_SIGMA = 0.25  # exp(-err^2 / sigma) tracking kernels, legged_gym's value
+FINE_TRACKING_SIGMA = 0.02
+"""``track_lin_vel_xy_fine``'s kernel: legged_gym's is flat near zero error (0.05 m/s off costs 1 %), so a
+policy keeps a sideways bias that walks it 1.5 m off course per 10 m; this one charges 12 % for it."""
 
 
 @dataclass
@@ -82,6 +93,17 @@ class VelocityTaskConfig:
     policy_terms: tuple[str, ...] | None = None
     """The actor's observation terms, a subset of the default six in their order (None: all six). E.g.
     without ``base_ang_vel``: a proprioceptive policy that needs memory (a history or a recurrent core)."""
+    heading_stiffness: float = 1.0
+    """Heading hold (1/s): the policy's yaw-rate command is the operator's plus this times the error to
+    a heading that the operator's rate advances (``robots/terms.py: heading_hold``), so "straight"
+    stays straight; the deploy node runs the same loop on the IMU's yaw. 0: a plain yaw-rate command."""
+    pose_tolerance: tuple[float, ...] = (0.15, 0.6)
+    """``joint_pose`` tolerances (rad): joints whose mirror flips sign (abduction, roll, yaw: they splay
+    the legs), then the others (pitch: they step). A robot without a mirror map gets the second."""
+    foot_clearance: float = 0.25
+    """``feet_clearance`` swing height target as a fraction of the robot's standing height."""
+    torque_soft_limit: float = 0.8
+    """``torque_limits`` penalizes torque above this fraction of each motor's limit."""
     solver_iterations: int = 10
     """Newton solver iterations per physics step at most (MuJoCo's ``<option iterations>``, replacing
     the MJCF's). ctrl_quad needs 2.7 on average (p99 6), the humanoid 2.3; the solver stops at
@@ -104,6 +126,10 @@ class VelocityTaskConfig:
             unknown = [n for n in self.policy_terms if n not in names]
             if unknown or not self.policy_terms:
                 raise ValueError(f"task.kwargs.policy_terms must name some of {names}, got {list(self.policy_terms)}")
+        if self.heading_stiffness < 0 or not 0 < self.foot_clearance <= 1 or not 0 < self.torque_soft_limit <= 1 \
+                or len(self.pose_tolerance) != 2 or not all(t > 0 for t in self.pose_tolerance):
+            raise ValueError("task.kwargs.heading_stiffness must be >= 0 (e.g. 1.0), foot_clearance and "
+                             "torque_soft_limit in (0, 1] (e.g. 0.25, 0.8), pose_tolerance > 0 (e.g. [0.15, 0.6])")
         if self.decimation < 1 or self.episode_length_s <= 0 or not self.physics_dt > 0:
             raise ValueError("task.kwargs.decimation must be >= 1, episode_length_s and physics_dt > 0")
         if self.solver_iterations < 1 or self.ls_iterations < 1 or not self.solver_tolerance >= 0:
@@ -111,10 +137,12 @@ class VelocityTaskConfig:
                              f">= 0 (e.g. 10, 20, 1e-8), got {self.solver_iterations}, {self.ls_iterations}, "
                              f"{self.solver_tolerance}")
 
-    def apply_physics(self, model: mujoco.MjModel, robot: str = "") -> mujoco.MjModel:
-        """Set the physics step and solver budget of the compiled ``model`` (every backend steps it)."""
-        set_physics(model, self.physics_dt, self.decimation, self.solver_iterations, self.ls_iterations,
-                    self.solver_tolerance, robot)
+    def apply_physics(self, model: mujoco.MjModel, robot: RobotConfig) -> mujoco.MjModel:
+        """The task's physics profile on the compiled ``model`` (every backend steps it): the physics step,
+        the solver budget, and a pyramidal cone with impratio 1 unless the robot's YAML says
+        ``physics: mjcf`` (``robots/physics.py``)."""
+        set_physics(model, PhysicsProfile(self.physics_dt, self.decimation, self.solver_iterations,
+                                          self.ls_iterations, self.solver_tolerance), robot)
         return model
 
     @classmethod

@@ -142,6 +142,27 @@ class Runner:
         """The run's length in iterations (``runner.max_iterations``)."""
         return self.cfg.runner.max_iterations
 
+    def set_total_iterations(self, total: int) -> None:
+        """End the run at iteration ``total`` (``ctrl-rl train --more``) by setting ``runner.max_iterations``
+        to the value :meth:`total_iterations` turns into ``total`` (Uni-O4's: ``total`` less its offline
+        iterations); before :meth:`learn`, and saved with every checkpoint. ``ConfigError`` when no value
+        does: another key sets the length (BC's ``algo.num_passes``), or ``total`` is too short for it."""
+        from ctrl_rl.config import ConfigError
+
+        before = self.total_iterations() - self.cfg.runner.max_iterations  # iterations it does not count
+        value, least = total - before, self.cfg.algo.min_iterations
+        if value < least:
+            raise ConfigError(f"the run cannot end at iteration {total}: runner.max_iterations counts only the "
+                              f"iterations after the first {before} here, so it ends at iteration {before + least} "
+                              f"or later ({before + least - self.iteration} or more past iteration {self.iteration})")
+        previous, self.cfg = self.cfg, dataclasses.replace(
+            self.cfg, runner=dataclasses.replace(self.cfg.runner, max_iterations=value))
+        if self.total_iterations() != total:
+            self.cfg, length = previous, self.total_iterations()
+            raise ConfigError(f"runner.max_iterations does not set this run's length ({length} iterations): "
+                              f"algo={self.cfg.algo.name} takes it from another key (BC: algo.num_passes; add "
+                              "algo.num_passes=0 to count iterations)")
+
     def configure_logger(self, logger: TrainLogger) -> None:
         """Before the first iteration (offline-to-online runners set where env steps start)."""
 

@@ -24,14 +24,17 @@ def episodes_ended(policy: Policy, dones: torch.Tensor | None) -> None:
 @torch.no_grad()
 def run_episodes(env: VecEnv, policy: Policy, seed: int,
                  on_episode: Callable[[int, float, int], None] | None = None,
-                 metrics: dict[str, float] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                 metrics: dict[str, float] | None = None,
+                 gait: list[dict[str, torch.Tensor]] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Run one episode in every env of ``env``; return ``(returns, lengths)`` per env.
 
     Episodes that start after an env's first one are ignored, so the result does not
     favour short episodes. ``on_episode(env_index, return, length)`` is called as each
     finishes (``ctrl-rl play`` prints them live). A ``metrics`` dict receives
     ``terminated`` (episodes that ended in a terminal state, e.g. falls) and, for every
-    per-env measure in ``info["metrics"]``, its mean over the steps of the evaluated episodes.
+    per-env measure in ``info["metrics"]``, its mean over the steps of the evaluated episodes. A
+    ``gait`` list receives every step's ``info["gait"]`` (:meth:`VecEnv.record_gait`) with the step's
+    ``terminated``: env ``i``'s episode is its first ``lengths[i]`` steps.
     """
     obs = env.reset(seed=seed)
     episodes_ended(policy, None)
@@ -45,6 +48,8 @@ def run_episodes(env: VecEnv, policy: Policy, seed: int,
     for _ in range(env.max_episode_length + 1):
         obs, reward, terminated, truncated, info = env.step(policy(obs))
         episodes_ended(policy, terminated | truncated)
+        if gait is not None:
+            gait.append({**info["gait"], "terminated": terminated.clone()})
         active = ~finished
         if metrics is not None:
             for name, v in info.get("metrics", {}).items():

@@ -18,7 +18,7 @@ import torch
 
 from ctrl_rl.env import VecEnv
 
-__all__ = ["SIMS", "SimBackend", "check_task", "list_tasks", "make_env", "register_sim"]
+__all__ = ["SIMS", "SimBackend", "check_task", "list_tasks", "make_env", "register_sim", "unavailable"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,11 @@ class SimBackend:
     """Whether ``tasks`` lists every id the backend accepts (so a config can be checked without an env)."""
     physics: tuple[str, ...] = ()
     """Physics options its ``make`` takes as ``physics={...}`` (``sim.<key>`` in the config)."""
+    needs: tuple[str, ...] = ()
+    """Top-level modules its envs import (found, not imported, by :func:`unavailable`)."""
+    install: str = ""
+    """How to get ``needs`` where no extra of ``ctrl-rl`` installs them (one line); empty: the extra
+    that does (``ctrl_rl.utils.extras``)."""
 
 
 SIMS: dict[str, SimBackend] = {}
@@ -43,10 +48,32 @@ SIMS: dict[str, SimBackend] = {}
 
 
 def register_sim(name: str, make: Callable[..., VecEnv], tasks: Callable[[], list[str]], renders: bool = False,
-                 closed: bool = False, physics: tuple[str, ...] = ()) -> None:
+                 closed: bool = False, physics: tuple[str, ...] = (), needs: tuple[str, ...] = (),
+                 install: str = "") -> None:
     """Add (or replace) a backend under ``name``; ``renders``: its envs implement ``render_frame``;
-    ``closed``: ``tasks`` is exhaustive; ``physics``: the physics options ``make`` accepts."""
-    SIMS[name] = SimBackend(make=make, tasks=tasks, renders=renders, closed=closed, physics=physics)
+    ``closed``: ``tasks`` is exhaustive; ``physics``: the physics options ``make`` accepts; ``needs``:
+    the modules it imports, and ``install``: how to get them when no extra does."""
+    SIMS[name] = SimBackend(make=make, tasks=tasks, renders=renders, closed=closed, physics=physics,
+                            needs=needs, install=install)
+
+
+def unavailable(sim: str) -> str | None:
+    """Why ``sim`` cannot run here, naming what to install (its extra, or its own install line), or
+    None when every module it needs is found (nothing is imported)."""
+    import importlib.util
+
+    from ctrl_rl.utils.extras import missing
+
+    backend = _backend(sim)
+    for module in backend.needs:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):  # a broken or blocked install
+            found = False
+        if not found:
+            extra = missing(ModuleNotFoundError(f"No module named '{module}'", name=module), f"sim={sim}")
+            return backend.install or extra or f"sim={sim} needs {module}, which is not installed"
+    return None
 
 
 def check_task(sim: str, task: str) -> None:
@@ -65,13 +92,17 @@ def check_task(sim: str, task: str) -> None:
     for name, tasks in listed.items():
         for t in tasks if isinstance(tasks, list) else []:
             owner.setdefault(t, name)
-    hint = "."
     for guess in difflib.get_close_matches(task, list(owner), n=1):
         needs = f" sim={owner[guess]}" if owner[guess] != sim else ""
-        hint = f"; did you mean task={guess}{needs}?"
-    catalogue = "; ".join(f"sim={name}: {', '.join(tasks) if isinstance(tasks, list) else tasks}"
-                          for name, tasks in listed.items())
-    raise ValueError(f"unknown task {task!r} for sim {sim!r}{hint} Tasks by sim: {catalogue}")
+        raise ValueError(f"unknown task {task!r} for sim {sim!r}; did you mean task={guess}{needs}? "
+                         "(`ctrl-rl list` lists every task by sim)")
+    from ctrl_rl.utils.docs import fit_choices
+
+    order = sorted(listed, key=lambda name: name != sim)  # the sim asked for first
+    catalogue = [f"sim={name}: {', '.join(tasks) if isinstance(tasks, list) else tasks}"
+                 for name, tasks in ((name, listed[name]) for name in order)]
+    raise ValueError(fit_choices(f"unknown task {task!r} for sim {sim!r}. Tasks by sim: ", catalogue,
+                                 "`ctrl-rl list`", sep="; "))
 
 
 def _closed_tasks() -> dict[str, list[str] | str]:
@@ -261,10 +292,10 @@ def _make_mjwarp(task: str, num_envs: int, device: str | torch.device, seed: int
 
 
 register_sim("torch", _make_torch, _torch_tasks, renders=True, closed=True)
-register_sim("mujoco", _make_mujoco, _mujoco_tasks, renders=True, closed=True)
+register_sim("mujoco", _make_mujoco, _mujoco_tasks, renders=True, closed=True, needs=("mujoco",))
 register_sim("mjwarp", _make_mjwarp, _mjwarp_tasks, renders=True, closed=True,
-             physics=("deterministic", "nconmax", "njmax", "cuda_graph"))
-register_sim("gymnasium", _make_gymnasium, _gymnasium_tasks)
+             physics=("deterministic", "nconmax", "njmax", "cuda_graph"), needs=("mujoco", "mujoco_warp", "warp"))
+register_sim("gymnasium", _make_gymnasium, _gymnasium_tasks, needs=("gymnasium",))
 
 
 # ---- Isaac Lab's RL API: Isaac Lab itself, and mjlab (the same API on MuJoCo Warp) -------------
@@ -292,8 +323,10 @@ def _mjlab_tasks() -> list[str]:
     return list(MJLAB_TASKS)
 
 
-register_sim("isaaclab", _make_isaaclab, _isaaclab_tasks)
-register_sim("mjlab", _make_mjlab, _mjlab_tasks)
+from .isaaclab import ISAACLAB_INSTALL, MJLAB_INSTALL  # noqa: E402 - the adapter only (no Isaac Lab, no mjlab)
+
+register_sim("isaaclab", _make_isaaclab, _isaaclab_tasks, needs=("isaaclab",), install=ISAACLAB_INSTALL)
+register_sim("mjlab", _make_mjlab, _mjlab_tasks, needs=("mjlab",), install=MJLAB_INSTALL)
 
 
 # ---- Isaac Gym (legacy): legged_gym-style tasks ------------------------------------------------
@@ -309,4 +342,6 @@ def _isaacgym_tasks() -> list[str]:
     return [*_TASKS, *LEGGED_GYM_TASKS]
 
 
-register_sim("isaacgym", _make_isaacgym, _isaacgym_tasks)
+from .isaacgym import INSTALL as ISAACGYM_INSTALL  # noqa: E402 - the adapter only (no Isaac Gym)
+
+register_sim("isaacgym", _make_isaacgym, _isaacgym_tasks, needs=("isaacgym", "legged_gym"), install=ISAACGYM_INSTALL)

@@ -90,6 +90,9 @@ class HistoryEnv(VecEnv):
     def obs_terms(self) -> dict[str, list[tuple[str, int]]]:
         return self.env.obs_terms()
 
+    def record_gait(self) -> dict[str, Any] | None:
+        return self.env.record_gait()
+
     def mirror(self) -> EnvMirror | None:
         inner = self.env.mirror()
         return None if inner is None else inner.with_history(self.lengths)

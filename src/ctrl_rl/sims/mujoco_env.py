@@ -119,6 +119,8 @@ class MjVecEnv(VecEnv):
         self._renderer: Any = None
         self._render_model: mujoco.MjModel | None = None
         self._steps = 0
+        self._gait = False
+        """Whether each step's ``info["gait"]`` holds the task's gait signals (:meth:`record_gait`)."""
         self.cuda_graph = bool(cuda_graph)
         if self.cuda_graph:
             self._check_graph_safe()
@@ -184,6 +186,8 @@ class MjVecEnv(VecEnv):
                 self.physics.forward_written_rows()  # outside the graphs: the physics replays its own
             obs, final = self._observe({"noise": pre["noise"], "done": done, "final_obs": out["final_obs"]})
         info = {"final_obs": final, "episode": out["episode"], "log": out["log"], "metrics": out["metrics"]}
+        if self._gait:  # evaluation only: training never asks, and pays nothing
+            info["gait"] = self.task.gait_signals()
         result = obs, out["reward"], out["terminated"], out["truncated"], info
         return clone_tensors(result) if self.cuda_graph and self.device.type == "cuda" else result
 
@@ -227,6 +231,15 @@ class MjVecEnv(VecEnv):
         self.episode_return.copy_(state["episode_return"])
         self._generator.set_state(state["generator"])
 
+    def record_gait(self) -> dict[str, Any] | None:
+        """The task's gait signals in ``info["gait"]`` from now on (a legged task: ``gait_signals()`` and
+        ``gait_spec(model)``; another task records nothing)."""
+        spec = getattr(self.task, "gait_spec", None)  # only the legged tasks have a gait
+        if spec is None:
+            return None
+        self._gait = True
+        return spec(self.physics.model)
+
     def obs_terms(self) -> dict[str, list[tuple[str, int]]]:
         return {g: [(t.name, t.dim) for t in terms] for g, terms in self.task.obs_terms.items()}
 
@@ -234,8 +247,11 @@ class MjVecEnv(VecEnv):
         return self.task.mirror()
 
     def deploy_metadata(self) -> dict[str, Any]:
+        from ctrl_rl.robots.robot import derived_values
+
         meta = self.task.deploy_metadata()
         meta["physics_dt"] = float(self.physics.model.opt.timestep)
+        meta["robot_derived"] = derived_values(self.physics.model, self.task.robot)  # standing height, mass, legs
         return meta
 
     # -- rendering --------------------------------------------------------------------------
@@ -262,7 +278,7 @@ class MjVecEnv(VecEnv):
 def make_mujoco_env(physics_factory: Any, task: str, num_envs: int, device: str | torch.device,
                     seed: int | None, cuda_graph: bool = False, **task_kwargs: Any) -> MjVecEnv:
     """Build a ``ctrl_rl.robots`` task on the physics ``physics_factory(model, num_envs, device)``;
-    the task config's ``apply_physics(model)`` sets the physics step and solver budget first."""
+    the task config's ``apply_physics(model, robot)`` sets its physics profile first."""
     from ctrl_rl.robots import task_entry
     from ctrl_rl.robots.robot import load_robot
 
@@ -270,7 +286,7 @@ def make_mujoco_env(physics_factory: Any, task: str, num_envs: int, device: str 
     task_cls, cfg = entry.task, entry.make_config(**task_kwargs)
     robot = load_robot(cfg.robot)
     model, layout = task_cls.build_model(cfg, robot)
-    cfg.apply_physics(model, robot.name)  # the task's physics step and solver budget, on every backend
+    cfg.apply_physics(model, robot)  # the task's physics profile (or the MJCF's: `physics: mjcf`), on every backend
     physics = physics_factory(model, num_envs, torch.device(device))
     return MjVecEnv(physics, task_cls(cfg, robot, model, layout, num_envs, physics.device), seed=seed,
                     cuda_graph=cuda_graph)

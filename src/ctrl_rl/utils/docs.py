@@ -11,6 +11,21 @@ from functools import cache
 
 HELP_WIDTH = 100
 """Columns of ``--help`` and ``ctrl-rl list`` (a test keeps every line within it)."""
+ERROR_WIDTH = 200
+"""Characters of a one-line error that names choices, ``ctrl-rl: error: `` included: the choices
+that do not fit are counted and left to the command that lists them all."""
+
+
+def fit_choices(head: str, choices: list[str], where: str, sep: str = ", ", width: int = ERROR_WIDTH) -> str:
+    """``head`` and ``choices`` joined by ``sep``, as many as keep ``ctrl-rl: error: <line>`` within
+    ``width``, the rest as ``... (N more: <where>)``."""
+    room = width - len("ctrl-rl: error: ") - len(head)
+    for shown in range(len(choices), -1, -1):
+        rest = [f"... ({len(choices) - shown} more: {where})"] if shown < len(choices) else []
+        text = sep.join([*choices[:shown], *rest])
+        if len(text) <= room:
+            break
+    return head + text
 
 
 @cache

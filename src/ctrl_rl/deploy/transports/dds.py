@@ -387,6 +387,10 @@ class DdsTransport:
         self._closing = threading.Event()
         self._closed = False
 
+    def resolve(self, topic: str) -> str:
+        """The ROS name ``topic`` maps to in this namespace (``ctrl_rl/start`` -> ``/robot/ctrl_rl/start``)."""
+        return dds_topic_name(topic, self.namespace)[len("rt"):]
+
     def _topic(self, topic: str, idl_type: type[IdlStruct]) -> Topic:
         name = dds_topic_name(topic, self.namespace)
         t = self._topics.get(name)

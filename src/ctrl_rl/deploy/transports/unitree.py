@@ -93,6 +93,10 @@ class UnitreeTransport:
     def close(self) -> None:
         self.dds.close()
 
+    def resolve(self, topic: str) -> str:
+        """The ROS name of a plain-DDS topic (start, e-stop, ...) in this namespace."""
+        return self.dds.resolve(topic)
+
     def wait_for_subscribers(self, n: int = 1, timeout: float = 5.0) -> bool:
         return self.dds.wait_for_subscribers(n, timeout)
 
