@@ -44,6 +44,18 @@ def logged_train_minutes(checkpoint: Path) -> float:
     return sum(float(r["collection_time"]) + float(r["learning_time"]) for r in rows) / 60
 
 
+def train_or_load(overrides: list[str], iterations: int | None, checkpoint: str | None) -> tuple[Path, float]:
+    """Train with ``overrides`` (``iterations``: the run's length) and time it, or take ``checkpoint`` and the
+    minutes its run logged; returns ``(run, minutes)``."""
+    if checkpoint is not None:
+        return Path(checkpoint), logged_train_minutes(Path(checkpoint))
+    if iterations is not None:
+        overrides = [*overrides, f"runner.max_iterations={iterations}"]
+    start = time.perf_counter()
+    run = train(overrides)
+    return run, (time.perf_counter() - start) / 60
+
+
 def main(task: str = TASK, budget_minutes: float = 30.0, doc: str = __doc__, noise_free: bool = False) -> None:
     """Train ``task`` (or evaluate ``--checkpoint``), evaluate at 0.5 m/s, film; the bar: >= 0.4 m/s,
     no falls, training within ``budget_minutes``. ``noise_free``: evaluate without observation noise,
@@ -59,17 +71,8 @@ def main(task: str = TASK, budget_minutes: float = 30.0, doc: str = __doc__, noi
                         help="the pass bar's training minutes (default: the task's, 30 for ctrl_quad)")
     args = parser.parse_args()
 
-    train_minutes = float("nan")
-    if args.checkpoint is None:
-        overrides = [f"task={task}", f"seed={args.seed}", "runner.run_name=walk_benchmark", *args.train_override]
-        if args.iterations is not None:
-            overrides.append(f"runner.max_iterations={args.iterations}")
-        start = time.perf_counter()
-        run = train(overrides)
-        train_minutes = (time.perf_counter() - start) / 60
-    else:
-        run = Path(args.checkpoint)
-        train_minutes = logged_train_minutes(run)
+    overrides = [f"task={task}", f"seed={args.seed}", "runner.run_name=walk_benchmark", *args.train_override]
+    run, train_minutes = train_or_load(overrides, args.iterations, args.checkpoint)
     eval_kwargs = EVAL_KWARGS + (["+task.kwargs.obs_noise=0.0"] if noise_free else [])
     result = evaluate(str(run), eval_kwargs, episodes=args.episodes, seed=2024)
     run_dir = run if run.is_dir() else run.parent

@@ -72,7 +72,7 @@ def cases(tmp: Path) -> list[list[str]]:
         ["train", "foo.bar=1", "--cfg"], ["train", "algo.nope=1", "--cfg"], ["train", "task=pendulumm", "--cfg"],
         ["train", "algo=nope", "--cfg"], ["train", "sim=nope", "--cfg"], ["train", "seed=-3", "--cfg"],
         ["train", "device=tpu", "--cfg"], ["train", "task=pendulum", "oops", "--cfg"],
-        ["train", "task=pendulum", "--bogus"], ["train", "algo=bc", "task=pendulum", "--cfg"],
+        ["train", "task=pendulum", "--bogus"], ["train", "algo=bc", "task=pendulum", *tiny[:1], root],
         ["train", "task=pendulum", "env.num_envs=100000000000", *tiny[:1], root],
         ["train", "task=pendulum", "+task.kwargs.m=0", *tiny], ["train", "task=pendulum", "+task.kwargs.l=0", *tiny],
         ["train", "task=pendulum", "+task.kwargs.g=abc", *tiny],

@@ -280,3 +280,21 @@ def test_busy_machine_runs_the_quickstart_beside_a_burner() -> None:
     values = dict(kv.split("=", 1) for kv in last.split()[1:])
     assert last.startswith("RESULT ") and float(values["threads_null_idle_s"]) > 0, proc.stdout
     assert float(values["threads_null_x_1burners"]) > 0 and "| null | 1 |" in proc.stdout, proc.stdout
+
+
+GAIT_SCRIPT = SCRIPT.parent / "gait.py"
+
+
+@pytest.mark.slow
+def test_gait_benchmark_trains_evaluates_and_judges_in_sim2sim(tmp_path) -> None:
+    """``benchmarks/gait.py`` at tiny sizes on ctrl_dog: train, eval's report, export, sim2sim's report; the
+    untrained policy fails the bars, the RESULT line says so (``passed=0``) and parses."""
+    cmd = [sys.executable, str(GAIT_SCRIPT), "--robot", "ctrl_dog", "--iterations", "1", "--episodes", "2",
+           "--seconds", "4", "--train-override", "env.num_envs=16"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    values = dict(kv.split("=", 1) for kv in last.split()[1:])
+    assert last.startswith("RESULT robot=ctrl_dog "), proc.stdout[-2000:]
+    assert values["eval_gait"] == "FAIL" and values["sim2sim_gait"] == "FAIL" and values["passed"] == "0"
+    assert float(values["train_minutes"]) > 0 and "| ctrl_dog | 1 |" in proc.stdout

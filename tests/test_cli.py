@@ -17,7 +17,8 @@ def ctrl_rl(*args: str, cwd=None) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(
     "override,expected",
     [
-        ("task=nope", "unknown task 'nope' for sim 'torch'. Tasks by sim: sim=torch: bimodal_bandit, cartpole_balance"),
+        ("task=nope", "unknown task 'nope' for sim 'torch'; sim=torch has: bimodal_bandit, cartpole_balance, "
+                      "cartpole_swingup, pendulum, point_mass (every sim's tasks: `ctrl-rl list`)"),
         ("task=quadruped_velocity_flta", "unknown task 'quadruped_velocity_flta' for sim 'torch'; did you mean "
                                          "task=quadruped_velocity_flat sim=mujoco? (`ctrl-rl list` lists every task"),
         ("env.num_envs=-4", "env.num_envs: must be a positive integer, got -4"),
@@ -34,6 +35,10 @@ def ctrl_rl(*args: str, cwd=None) -> subprocess.CompletedProcess:
         ("+task.kwargs.gravity=5",
          "task 'pendulum' has no parameter 'gravity' (task.kwargs); valid: max_episode_length, g, m, l"),
         ("env.num_envs=1 algo.num_steps_per_env=4", "algo.num_minibatches: a batch of 4 samples"),
+        ("--more 2", "--more 2 trains past a checkpoint: add --checkpoint latest (or a run directory), or give a "
+                     "new run its length with runner.max_iterations=2"),
+        ("--checkpoint latest --more 0", "--more: must be a positive number of iterations, got 0 (e.g. --more 200)"),
+        ("--checkpoint latest --more 2", "--more and runner.max_iterations both set the run's length: keep one"),
         pytest.param("device=cuda", "device: 'cuda' is not available on this machine",
                      marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")),
     ],
@@ -76,7 +81,7 @@ def test_a_did_you_mean_line_stays_within_200_characters(argv, tmp_path):
     assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("ctrl-rl: error: "), r.stderr
     assert len(lines[0]) <= 200, (len(lines[0]), lines[0])
     if "... (" in lines[0]:
-        assert lines[0].endswith(("more: `ctrl-rl list`)", "--help`)")), lines[0]
+        assert lines[0].endswith(("more: `ctrl-rl list`)", "--help`)", "tasks: `ctrl-rl list`)")), lines[0]
 
 
 def test_a_task_typo_names_the_task_and_where_every_task_is_listed(tmp_path):

@@ -124,3 +124,35 @@ def test_ctrl_dog_stands_with_its_feet_outwards_as_its_yaml_says():
 def test_ctrl_quad_stands_with_its_hips_at_zero():
     """ctrl_quad.yaml's default pose keeps the hips at 0: the feet stand where the hips put them."""
     np.testing.assert_allclose(_feet_y("ctrl_quad", None), _feet_y("ctrl_quad", 0.0))
+
+
+def test_settled_starts_begin_where_the_pd_gains_leave_the_robot():
+    """``settled_start_fraction``: resets where the default pose's PD hold settles the robot (a deploy node's
+    stand-up); ctrl_dog's soft gains (kp 20) sag it to 0.76 of its standing height, every row starts there."""
+    from ctrl_rl.sims import make_env
+
+    env = make_env("mujoco", "quadruped_velocity_flat", 4, seed=0, robot="ctrl_dog", settled_start_fraction=1.0,
+                   init_joint_noise=0.0, init_base_vel=0.0)
+    ratio = float(env.task.settled_qpos[2]) / env.task.robot.init_height
+    assert 0.7 < ratio < 0.8, ratio
+    torch.testing.assert_close(env.physics.qpos[:, 2].float(), env.task.settled_qpos[2].expand(4))
+    plain = make_env("mujoco", "quadruped_velocity_flat", 4, seed=0, robot="ctrl_dog")
+    assert plain.task.settled_qpos is None
+    assert torch.allclose(plain.physics.qpos[:, 2].float(), torch.tensor(plain.task.robot.init_height))
+
+
+def test_the_gait_terms_ramp_in_and_the_others_do_not():
+    """``gait_terms_ramp_steps=10``: step k (from 1) weights the recipe's terms by (k - 1) / 10, capped at 1;
+    legged_gym's terms and the physics are the same as without the ramp."""
+    from ctrl_rl.sims import make_env
+
+    kw = {"robot": "ctrl_quad", "obs_noise": 0.0, "push_velocity": 0.0}
+    ramped = make_env("mujoco", "quadruped_velocity_flat", 2, seed=3, gait_terms_ramp_steps=10, **kw)
+    full = make_env("mujoco", "quadruped_velocity_flat", 2, seed=3, gait_terms_ramp_steps=0, **kw)
+    action = torch.full((2, ramped.action_dim), 0.3)
+    for k in range(1, 15):
+        log_r, log_f = ramped.step(action)[4]["log"], full.step(action)[4]["log"]
+        for name in ("joint_pose", "feet_clearance", "torques", "track_lin_vel_xy"):
+            scale = min(1.0, (k - 1) / 10) if name in ("joint_pose", "feet_clearance") else 1.0
+            torch.testing.assert_close(log_r[f"Reward/{name}"], log_f[f"Reward/{name}"] * scale)
+    assert float(log_f["Reward/joint_pose"]) < 0  # the term is there to ramp

@@ -176,6 +176,18 @@ def test_the_required_bars_crouch_drift_and_torque_fail():
     assert not report.passed and any(row.startswith("gait: FAIL") for row in report.table())
 
 
+def test_a_hand_over_spike_is_its_own_line_and_walking_peaks_start_after_the_first_second():
+    """A 19.6 N m kick (0.98 of 20) in the first second, as a soft robot lifted from its stand-up gives:
+    the hand-over line has it (below the clamp: PASS), the walking peak is the trot's 8 N m (0.4)."""
+    trace = walk()
+    trace.torque[10, 0] = 19.6  # 0.2 s in
+    line = {ln.name: ln for ln in gait_report([trace], SPEC).lines}
+    assert line["handover_torque"].value == pytest.approx(0.98) and line["handover_torque"].passed
+    assert line["peak_torque"].value == pytest.approx(0.4, abs=0.01) and line["peak_torque"].passed
+    trace.torque[10, 0] = 20.0  # at the clamp
+    assert not {ln.name: ln for ln in gait_report([trace], SPEC).lines}["handover_torque"].passed
+
+
 def test_standing_still_against_a_command_is_not_tracked():
     report = gait_report([walk(vx=0.0)], SPEC)
     line = {ln.name: ln for ln in report.lines}

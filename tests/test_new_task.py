@@ -82,6 +82,10 @@ def test_an_unknown_or_misrouted_task_names_the_registered_ones(toy_task):
                                           r"sim=mujoco and sim=mjwarp: add sim=mujoco"):
         load_train_config(["task=toy_quad_velocity_flat", "sim=torch"])  # refused when the config is built
     with pytest.raises(ConfigError, match="unknown task 'toy_quad_velocity_flta' for sim 'mujoco'; did you mean "
-                                          "task=toy_quad_velocity_flat\\? Tasks by sim: sim=torch: bimodal_bandit.*"
-                                          "sim=mujoco: .*quadruped_velocity_flat.*toy_quad_velocity_flat"):
+                                          "task=toy_quad_velocity_flat\\? "
+                                          "\\(`ctrl-rl list` lists every task by sim\\)"):
         load_train_config(["task=toy_quad_velocity_flta", "sim=mujoco"])
+    with pytest.raises(ConfigError, match="unknown task 'zzz' for sim 'mujoco'; sim=mujoco has: .*quadruped_velocity"
+                                          "_flat, .*(toy_quad_velocity_flat|more: `ctrl-rl list`\\))$") as refused:
+        load_train_config(["task=zzz", "sim=mujoco"])  # the sim's own; the rest behind `ctrl-rl list`
+    assert len(f"ctrl-rl: error: {refused.value}") <= 200

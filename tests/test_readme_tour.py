@@ -3,7 +3,7 @@
 The commands are read from README.md, so the tour and this test cannot drift apart. What changes
 for a test budget, and only that:
 
-- every ``train`` runs 2 iterations of 16 envs (the resume goes to 4);
+- every ``train`` runs 2 iterations of 16 envs (the resume's ``--more`` trains 2 more, to 4);
 - ``eval`` runs 4 episodes, ``play`` 20 steps, ``deploy sim2sim`` 6 s with a 1 s stand-up;
 - the GPU presets are composed (``--cfg``) and not run where CUDA is absent;
 - ``tensorboard --logdir logs`` is checked by reading the event file with TensorBoard's reader;
@@ -49,6 +49,39 @@ def newest_run(cwd: Path, task: str) -> Path:
     return max((cwd / "logs" / "ppo" / task).iterdir(), key=lambda p: p.name)
 
 
+def with_more(args: list[str], n: int) -> list[str]:
+    """``args`` with ``--more <n>`` instead of the count it gives."""
+    i = args.index("--more")
+    return [*args[:i + 1], str(n), *args[i + 2:]]
+
+
+def test_the_readmes_resume_example_trains_the_iterations_it_names(tmp_path):
+    """The tour's resume line says how many more iterations it trains, and does: a 3-iteration run, then
+    that line (with 2 for its count) ends at iteration 5; the same line without ``--more`` is refused,
+    naming the checkpoint's iteration and ``--more``."""
+    [line] = [line for line in (ROOT / "README.md").read_text().split("## Five minutes with it", 1)[1]
+              .split("```bash", 1)[1].split("```", 1)[0].splitlines() if "--checkpoint" in line]
+    command, comment = line.split("  #", 1)
+    args = shlex.split(command)[1:]
+    count = int(args[args.index("--more") + 1])
+    assert f"train {count} more iterations" in comment and "runner.max_iterations" not in command
+    run(["train", "task=pendulum", "runner.max_iterations=3", "env.num_envs=16", "algo.num_steps_per_env=8",
+         "algo.num_minibatches=2", "runner.progress=false"], tmp_path)
+    run_dir = newest_run(tmp_path, "pendulum")
+    out = run(with_more(args, 2), tmp_path)
+    assert "at iteration 3 -> 5" in out and f"done: {run_dir.relative_to(tmp_path)}" in out
+    state = torch.load(run_dir / "model_5.pt", weights_only=False)
+    assert state["iteration"] == 5 and state["config"]["runner"]["max_iterations"] == 5
+    i = args.index("--more")
+    proc = subprocess.run([sys.executable, "-m", "ctrl_rl", *args[:i], *args[i + 2:]], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=300)
+    lines = [ln for ln in proc.stderr.splitlines() if not ln.startswith(("INFO", "WARNING"))]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith("ctrl-rl: error: model_5.pt is at iteration 5 and the run ends at iteration 5") \
+        and "add --more N" in lines[0], lines[0]
+    assert not (run_dir / "model_6.pt").exists()
+
+
 @pytest.mark.slow
 def test_the_readme_tour_runs_on_tiny_runs(tmp_path):
     lines = tour()
@@ -82,9 +115,9 @@ def test_the_readme_tour_runs_on_tiny_runs(tmp_path):
             assert "device: cuda" in run(args + ["--cfg"], tmp_path)  # composes; not run without a GPU
         elif command == "train" and "--checkpoint" in args:
             run_dir = newest_run(tmp_path, "pendulum")
-            out = run(tiny(args, **{"runner.max_iterations": "4"}), tmp_path)
+            out = run(with_more(args, 2), tmp_path)
             resumed = run_dir.relative_to(tmp_path) / "model_2.pt"
-            assert f"resuming {resumed}" in out and (run_dir / "model_4.pt").is_file()
+            assert f"resuming {resumed}" in out and "at iteration 2 -> 4" in out and (run_dir / "model_4.pt").is_file()
         elif command == "train":
             out = run(tiny(args), tmp_path)
             assert "threads: 1 torch" in out and "done:" in out

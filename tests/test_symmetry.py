@@ -92,8 +92,9 @@ def test_the_mirror_maps_are_the_physics_mirror(task: str) -> None:
     qpos, qvel = phys.qpos.float().clone(), phys.qvel.float().clone()
     qpos[1], qvel[1] = mirror_state(t, qpos[0], qvel[0], t.mirror_parts()["joints"])
     phys.write_rows(torch.tensor([False, True]), qpos, qvel)
-    t.commands[0] = torch.tensor([0.6, 0.2, 0.4])
-    t.commands[1] = torch.tensor([0.6, -0.2, -0.4])
+    for commands in (t.commands, t.user_commands):  # the operator's, and what the policy is told
+        commands[0] = torch.tensor([0.6, 0.2, 0.4])
+        commands[1] = torch.tensor([0.6, -0.2, -0.4])
     if hasattr(t, "gait_steps"):
         t.gait_steps[1] = round(t.cfg.gait_period / 2 / t.step_dt)
     gen = torch.Generator().manual_seed(0)

@@ -135,6 +135,29 @@ def test_one_command_runs_offline_then_online_on_one_curve(tmp_path, pendulum_da
     assert len(state["algo"]["selection_returns"]) == 4
 
 
+def test_max_iterations_0_is_an_offline_only_run_that_more_continues_online(tmp_path, pendulum_data):
+    """``runner.max_iterations=0``: the run stops after the offline stage and the hand-over's choice (its
+    last checkpoint holds the chosen policy, no online iteration); ``--more N`` then trains N online
+    iterations, through the runner's total (offline + online), and a count that would end inside the
+    offline stage is refused naming the shortest one."""
+    tiny = [o for o in TINY if not o.startswith("runner.max_iterations=")]
+    run = train(["task=pendulum", "algo=uni_o4", f"dataset={pendulum_data}", *tiny, f"runner.log_root={tmp_path}",
+                 "runner.max_iterations=0"])
+    state = torch.load(run / "model_4.pt", weights_only=False)
+    assert state["iteration"] == 4 and state["algo"]["phase"] == "online" and not (run / "model_5.pt").exists()
+    assert state["env_steps"] == 4 * 3 * 200  # the hand-over's episodes only
+    with pytest.raises(ConfigError, match=r"model_4.pt is at iteration 4 and the run ends at iteration 4 "
+                                          r"\(runner.max_iterations=0 is a total.*add --more N"):
+        train(["runner.progress=false"], checkpoint=str(run / "model_4.pt"))
+    resumed = train(["runner.progress=false"], checkpoint=str(run / "model_4.pt"), more=2)
+    state = torch.load(resumed / "model_6.pt", weights_only=False)
+    assert state["iteration"] == 6 and state["config"]["runner"]["max_iterations"] == 2
+    assert state["env_steps"] == 4 * 3 * 200 + 2 * 8 * 16
+    with pytest.raises(ConfigError, match=r"--more 1: the run cannot end at iteration 3: .*ends at iteration 4 or "
+                                          r"later \(2 or more past iteration 2\)"):
+        train(["runner.progress=false"], checkpoint=str(run / "model_2.pt"), more=1)
+
+
 def test_the_hand_over_scores_every_candidate_from_the_same_starts(pendulum_data):
     """Identical candidates get identical scores (paired starts, so the choice is not the draw of
     starts), a different one does not; every candidate's episodes count as env steps."""

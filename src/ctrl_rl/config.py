@@ -246,9 +246,7 @@ class RunnerConfig:
     so the update's large tensors do not page-fault at every step (``ctrl_rl/utils/heap.py``)."""
 
     def __post_init__(self) -> None:
-        _check(self.max_iterations >= 0, "runner.max_iterations",
-               f"must be a positive integer, got {self.max_iterations} (e.g. runner.max_iterations=1500)")
-        _positive(self, "runner", "save_interval")
+        _positive(self, "runner", "save_interval")  # max_iterations: by TrainConfig, for its learner
 
 
 @dataclass
@@ -284,8 +282,10 @@ class TrainConfig:
                "threads", f"must be a positive integer or null, got {self.threads!r} (e.g. threads=2)")
         for key, value in _floats(self):
             _check(not math.isnan(value), key, "must be a number, got nan")
-        _check(self.runner.max_iterations >= self.algo.min_iterations, "runner.max_iterations",
-               f"must be a positive integer, got {self.runner.max_iterations} (e.g. runner.max_iterations=1500)")
+        least = self.algo.min_iterations
+        _check(self.runner.max_iterations >= least, "runner.max_iterations",
+               (f"must be >= {least} for algo={self.algo.name}" if least != 1 else "must be a positive integer")
+               + f", got {self.runner.max_iterations} (e.g. runner.max_iterations=1500)")
         self.algo.check_env(self.env.num_envs)
 
     def check_complete(self, inputs: bool = True) -> None:

@@ -23,10 +23,19 @@ from ctrl_rl.mirror import EnvMirror, SignedPerm, pair_points
 from . import gait_rewards as gait
 from . import gait_signals, register_task
 from .robot import RobotConfig, SensorLayout, build_model, joint_indices
+from .standing import foot_rest_heights, pose_tolerance, settled_pose, standing_foot_points
 from .terms import TERM_MIRRORS, ObsTerm, compute_obs, heading_hold, projected_gravity, yaw_angle
-from .velocity_config import DEFAULT_REWARDS, FINE_TRACKING_SIGMA, TRACKING_SIGMA, VelocityTaskConfig, policy_terms
+from .velocity_config import (
+    DEFAULT_REWARDS,
+    FINE_TRACKING_SIGMA,
+    GAIT_RECIPE_TERMS,
+    TRACKING_SIGMA,
+    VelocityTaskConfig,
+    policy_terms,
+)
 
-__all__ = ["DEFAULT_REWARDS", "TRACKING_SIGMA", "VelocityTask", "VelocityTaskConfig", "policy_terms"]
+__all__ = ["DEFAULT_REWARDS", "GAIT_RECIPE_TERMS", "TRACKING_SIGMA", "VelocityTask", "VelocityTaskConfig",
+           "policy_terms"]
 
 class VelocityTask:
     """Quadruped velocity tracking: commands, rewards, terminations, randomization."""
@@ -61,16 +70,19 @@ class VelocityTask:
         self.soft_limits = (torch.tensor(mid - 0.9 * half, device=device, dtype=torch.float32),
                             torch.tensor(mid + 0.9 * half, device=device, dtype=torch.float32))
         self.feet = [f"{g}_contact" for g in robot.foot_geoms]
-        self.foot_points = _standing_foot_points(model, robot)
+        self.foot_points = standing_foot_points(model, robot)
         """``[feet, 3]`` foot geom centres in the base frame at the default pose (pairs them for mirroring)."""
         self.foot_vel_sensors = [f"{g}_vel" for g in robot.foot_geoms]
         self.foot_pos_sensors = [f"{g}_pos" for g in robot.foot_geoms]
-        self.foot_rest_height = torch.tensor(_foot_rest_heights(model, robot), device=device)
+        self.foot_rest_height = torch.tensor(foot_rest_heights(model, robot), device=device)
         """A foot geom's centre height when it stands on flat ground (sphere: its radius; box: half height)."""
-        self.pose_tolerance = torch.tensor(_pose_tolerance(robot, cfg.pose_tolerance), device=device)
+        self.pose_tolerance = torch.tensor(pose_tolerance(robot, cfg.pose_tolerance), device=device)
         self.torque_limits = torch.tensor(robot.torque_limits, device=device)
         self.mass = float(model.body_subtreemass[self.base_id])
         """The robot's mass (kg), for the ``power`` term's scale."""
+        self.settled_qpos = torch.as_tensor(settled_pose(model, robot), dtype=torch.float32, device=device) \
+            if cfg.settled_start_fraction > 0 else None
+        """Where the PD gains alone settle the robot at the default pose (``settled_start_fraction``)."""
         self.torque_sensors = [f"{j}_torque" for j in robot.joint_names]
         self.joint_pos_sensors = [f"{j}_pos" for j in robot.joint_names]
         self.joint_vel_sensors = [f"{j}_vel" for j in robot.joint_names]
@@ -96,6 +108,8 @@ class VelocityTask:
         self.user_commands = zeros(n, 3)
         """The operator's command (vx, vy, yaw rate): sampled, or ``fixed_command``."""
         self.heading_target = zeros(n)
+        self.recipe_steps = torch.zeros((), device=device)
+        """Control steps this env has taken: the gait terms' ramp (``gait_terms_ramp_steps``)."""
         self.heading_fresh = torch.ones(n, dtype=torch.bool, device=device)
         """Rows whose heading target is set from the yaw at their next step (a new episode)."""
         self.last_action = zeros(n, self.action_dim)
@@ -196,6 +210,11 @@ class VelocityTask:
         qpos[:, 4:7] = 0.0
         qpos[:, self.qadr] = self.default_pose + self._uniform(gen, -c.init_joint_noise, c.init_joint_noise,
                                                                n, self.robot.num_joints)
+        if self.settled_qpos is not None:  # as the deploy node hands over: after a stand-up under PD alone
+            settled = torch.rand(n, 1, generator=gen, device=self.device) < c.settled_start_fraction
+            start = self.settled_qpos.expand(n, -1).clone()
+            start[:, self.qadr] += qpos[:, self.qadr] - self.default_pose  # the same joint noise
+            qpos = torch.where(settled, start, qpos)
         qvel = torch.zeros(n, physics.model.nv, device=self.device)
         qvel[:, :6] = self._uniform(gen, -c.init_base_vel, c.init_base_vel, n, 6)
         return qpos, qvel
@@ -247,8 +266,12 @@ class VelocityTask:
         terms = self.reward_terms(s, g, terminated)
         reward = torch.zeros(self.num_envs, device=self.device)
         log = {}
+        ramp = (self.recipe_steps / c.gait_terms_ramp_steps).clamp(max=1.0) if c.gait_terms_ramp_steps > 0 else 1.0
+        self.recipe_steps += 1
         for name in self.active_rewards:
             r = terms[name] * (c.rewards[name] * self.step_dt)
+            if name in GAIT_RECIPE_TERMS:
+                r = r * ramp
             reward += r
             log[f"Reward/{name}"] = r.mean()
         if c.only_positive_rewards:
@@ -428,7 +451,7 @@ class VelocityTask:
 
     # -- state ------------------------------------------------------------------------------
     _BUFFERS = ("commands", "last_action", "last_joint_vel", "air_time", "last_contact", "delay", "action_history",
-                "user_commands", "heading_target", "heading_fresh")
+                "user_commands", "heading_target", "heading_fresh", "recipe_steps")
 
     _RANDOMIZED = ("geom_friction", "body_mass", "actuator_gainprm", "actuator_biasprm")
 
@@ -452,35 +475,6 @@ class VelocityTask:
     def gait_signals(self) -> dict[str, torch.Tensor]:
         """This step's per-env gait signals (``robots/gait_signals.py``), read after :meth:`evaluate`."""
         return gait_signals.step_signals(self)
-
-
-def _foot_rest_heights(model: mujoco.MjModel, robot: RobotConfig) -> list[float]:
-    """Each foot geom's centre height when it stands on flat ground: a box's half height, else its radius."""
-    ids = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, g) for g in robot.foot_geoms]
-    return [float(model.geom_size[i][2] if model.geom_type[i] == mujoco.mjtGeom.mjGEOM_BOX else model.geom_size[i][0])
-            for i in ids]
-
-
-def _pose_tolerance(robot: RobotConfig, tolerance: tuple[float, ...]) -> list[float]:
-    """Per joint: ``tolerance[0]`` for joints whose mirror flips their sign (abduction, roll, yaw),
-    ``tolerance[1]`` for the others; every joint gets ``tolerance[1]`` without a mirror map."""
-    if not robot.mirror:
-        return [float(tolerance[1])] * robot.num_joints
-    _, sign = robot.mirror_map()
-    return [float(tolerance[0] if s < 0 else tolerance[1]) for s in sign]
-
-
-def _standing_foot_points(model: mujoco.MjModel, robot: RobotConfig) -> np.ndarray:
-    """Foot geom centres ``[feet, 3]`` relative to the base, with the base at the origin and the joints
-    at the default pose."""
-    data = mujoco.MjData(model)
-    qadr, _ = joint_indices(model, robot)
-    data.qpos[:] = model.qpos0
-    data.qpos[:7] = [0, 0, 0, 1, 0, 0, 0]
-    data.qpos[qadr] = robot.default_pose
-    mujoco.mj_kinematics(model, data)
-    ids = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, g) for g in robot.foot_geoms]
-    return data.geom_xpos[ids].copy()
 
 
 register_task("quadruped_velocity_flat", config=VelocityTaskConfig, task=VelocityTask)

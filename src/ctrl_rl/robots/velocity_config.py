@@ -25,6 +25,9 @@ weights (why: docs/experiments/quadruped_rewards.md), and the gait terms an owne
 (``robots/gait_rewards.py``: posture, foot slip and clearance, torque peaks and power), each
 dimensionless, scaled by the robot's standing height, torque limits and mass, so one set of
 weights serves every quadruped (docs/experiments/gait_recipe.md)."""
+GAIT_RECIPE_TERMS = ("track_lin_vel_xy_fine", "joint_pose", "base_height_ratio", "feet_slide", "feet_clearance",
+                     "torque_limits", "power")
+"""The terms the gait recipe adds to legged_gym's set (``robots/gait_rewards.py``)."""
 TRACKING_SIGMA = 0.25  # exp(-err^2 / sigma) tracking kernels, legged_gym's value
 FINE_TRACKING_SIGMA = 0.02
 """``track_lin_vel_xy_fine``'s kernel: legged_gym's is flat near zero error (0.05 m/s off costs 1 %), so a
@@ -104,6 +107,15 @@ class VelocityTaskConfig:
     """``feet_clearance`` swing height target as a fraction of the robot's standing height."""
     torque_soft_limit: float = 0.8
     """``torque_limits`` penalizes torque above this fraction of each motor's limit."""
+    gait_terms_ramp_steps: int = 2400
+    """Control steps (of every env) over which the gait recipe's terms grow from 0 to their weights:
+    100 iterations of 24 steps. Early actions are random, the recipe's penalties then outweigh every
+    positive term, and with ``only_positive_rewards`` a stiff robot (ctrl_quad) got no signal at all
+    and learned to fall. A fresh env (``ctrl-rl eval``) starts the ramp again. 0: full weights at once."""
+    settled_start_fraction: float = 0.0
+    """Fraction of resets that start where the robot's own PD gains settle it at the default pose (2.5 s,
+    a deploy node's stand-up and hold): a soft robot sags there (the Go1 to half its standing height),
+    and that is where the policy takes over on the robot. 0: every reset at the standing height."""
     solver_iterations: int = 10
     """Newton solver iterations per physics step at most (MuJoCo's ``<option iterations>``, replacing
     the MJCF's). ctrl_quad needs 2.7 on average (p99 6), the humanoid 2.3; the solver stops at
@@ -126,6 +138,12 @@ class VelocityTaskConfig:
             unknown = [n for n in self.policy_terms if n not in names]
             if unknown or not self.policy_terms:
                 raise ValueError(f"task.kwargs.policy_terms must name some of {names}, got {list(self.policy_terms)}")
+        if self.gait_terms_ramp_steps < 0:
+            raise ValueError(f"task.kwargs.gait_terms_ramp_steps must be >= 0 (e.g. 2400), got "
+                             f"{self.gait_terms_ramp_steps}")
+        if not 0 <= self.settled_start_fraction <= 1:
+            raise ValueError(f"task.kwargs.settled_start_fraction must be in [0, 1] (e.g. 0.25), got "
+                             f"{self.settled_start_fraction}")
         if self.heading_stiffness < 0 or not 0 < self.foot_clearance <= 1 or not 0 < self.torque_soft_limit <= 1 \
                 or len(self.pose_tolerance) != 2 or not all(t > 0 for t in self.pose_tolerance):
             raise ValueError("task.kwargs.heading_stiffness must be >= 0 (e.g. 1.0), foot_clearance and "

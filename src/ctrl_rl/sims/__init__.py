@@ -77,9 +77,9 @@ def unavailable(sim: str) -> str | None:
 
 
 def check_task(sim: str, task: str) -> None:
-    """``ValueError`` when a backend with an exhaustive task list lacks ``task``: one line naming the
-    closest registered id with the sim it needs, then every closed sim's tasks (a sim whose extra is
-    missing says which to install)."""
+    """``ValueError`` when a backend with an exhaustive task list lacks ``task``: one line of at most 200
+    characters naming the closest registered id with the sim it needs, or else the sim's own tasks,
+    and ``ctrl-rl list`` for every sim's."""
     backend = _backend(sim)
     if not backend.closed or task in backend.tasks():
         return
@@ -98,11 +98,8 @@ def check_task(sim: str, task: str) -> None:
                          "(`ctrl-rl list` lists every task by sim)")
     from ctrl_rl.utils.docs import fit_choices
 
-    order = sorted(listed, key=lambda name: name != sim)  # the sim asked for first
-    catalogue = [f"sim={name}: {', '.join(tasks) if isinstance(tasks, list) else tasks}"
-                 for name, tasks in ((name, listed[name]) for name in order)]
-    raise ValueError(fit_choices(f"unknown task {task!r} for sim {sim!r}. Tasks by sim: ", catalogue,
-                                 "`ctrl-rl list`", sep="; "))
+    raise ValueError(fit_choices(f"unknown task {task!r} for sim {sim!r}; sim={sim} has: ", sorted(backend.tasks()),
+                                 "`ctrl-rl list`", " (every sim's tasks: `ctrl-rl list`)"))
 
 
 def _closed_tasks() -> dict[str, list[str] | str]:

@@ -16,16 +16,17 @@ ERROR_WIDTH = 200
 that do not fit are counted and left to the command that lists them all."""
 
 
-def fit_choices(head: str, choices: list[str], where: str, sep: str = ", ", width: int = ERROR_WIDTH) -> str:
-    """``head`` and ``choices`` joined by ``sep``, as many as keep ``ctrl-rl: error: <line>`` within
-    ``width``, the rest as ``... (N more: <where>)``."""
+def fit_choices(head: str, choices: list[str], where: str, tail: str = "", width: int = ERROR_WIDTH) -> str:
+    """``head``, ``choices`` joined by commas and ``tail`` when ``ctrl-rl: error: <line>`` fits in ``width``;
+    else as many choices as fit, the rest as ``... (N more: <where>)`` (no ``tail``)."""
     room = width - len("ctrl-rl: error: ") - len(head)
-    for shown in range(len(choices), -1, -1):
-        rest = [f"... ({len(choices) - shown} more: {where})"] if shown < len(choices) else []
-        text = sep.join([*choices[:shown], *rest])
+    if len(", ".join(choices) + tail) <= room:
+        return head + ", ".join(choices) + tail
+    for shown in range(len(choices) - 1, 0, -1):
+        text = ", ".join([*choices[:shown], f"... ({len(choices) - shown} more: {where})"])
         if len(text) <= room:
-            break
-    return head + text
+            return head + text
+    return head + f"... ({len(choices)} more: {where})"
 
 
 @cache
