@@ -219,7 +219,11 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=text, description=text)
         p.add_argument("checkpoint", nargs="?" if name == "play" else None, default=None,
                        help="'latest', a run directory or a model_<it>.pt")
-        p.add_argument("--episodes", type=int, default=100 if name == "eval" else 8)
+        if name == "eval":
+            p.add_argument("--episodes", type=int, default=100)
+        else:
+            p.add_argument("--episodes", type=int, default=None,
+                           help="envs side by side, one episode each (default 8; 1 with --video, which films env 0)")
         p.add_argument("--seed", type=int, default=12345, help="env seed for the episodes")
         if name == "eval":
             p.add_argument("--summary", default=None, metavar="PATH",

@@ -118,6 +118,7 @@ class MjVecEnv(VecEnv):
         self.episode_return = torch.zeros(self.num_envs, device=self.device)
         self._renderer: Any = None
         self._render_model: mujoco.MjModel | None = None
+        self._render_data: mujoco.MjData | None = None
         self._steps = 0
         self._gait = False
         """Whether each step's ``info["gait"]`` holds the task's gait signals (:meth:`record_gait`)."""
@@ -259,19 +260,22 @@ class MjVecEnv(VecEnv):
         """An RGB frame of world ``env_idx`` (offscreen; see ``ctrl_rl.sims.render``)."""
         from .render import OffscreenRenderer
 
-        data = self.physics.env_data(env_idx)
         if self._renderer is None:  # the task's model with its visual meshes, where it has one
             make = getattr(self.task, "render_model", None)
             self._render_model = make() if make is not None else self.physics.model
             self._renderer = OffscreenRenderer(self._render_model)
-        if self._render_model is not self.physics.model:  # same joints, more geoms: pose it there
-            shown = mujoco.MjData(self._render_model)
-            shown.qpos[:], shown.time = data.qpos, data.time
-            mujoco.mj_forward(self._render_model, shown)
-            data = shown
-        return self._renderer.render(data)
+            self._render_data = mujoco.MjData(self._render_model)
+        if self._render_model is self.physics.model:
+            return self._renderer.render(self.physics.env_data(env_idx))
+        # Same joints, more geoms: pose the render model's own data (one MjData for every frame) at the world's qpos.
+        shown = self._render_data
+        shown.qpos[:] = self.physics.qpos[env_idx].cpu().numpy()
+        mujoco.mj_forward(self._render_model, shown)
+        return self._renderer.render(shown)
 
     def close(self) -> None:
+        if self._renderer is not None:
+            self._renderer.close()
         self.physics.close()
 
 
