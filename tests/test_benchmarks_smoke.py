@@ -298,3 +298,16 @@ def test_gait_benchmark_trains_evaluates_and_judges_in_sim2sim(tmp_path) -> None
     assert last.startswith("RESULT robot=ctrl_dog "), proc.stdout[-2000:]
     assert values["eval_gait"] == "FAIL" and values["sim2sim_gait"] == "FAIL" and values["passed"] == "0"
     assert float(values["train_minutes"]) > 0 and "| ctrl_dog | 1 |" in proc.stdout
+
+
+def test_play_video_films_a_tiny_run_and_reads_the_file_back() -> None:
+    """``benchmarks/play_video.py --steps 5 --profile``: makes its own untrained run, one frame per control
+    step at 50 fps and 640x480 in the file, the profile table, RESULT parses."""
+    proc = subprocess.run([sys.executable, str(SCRIPT.parent / "play_video.py"), "--steps", "5", "--profile"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    values = dict(kv.split("=", 1) for kv in last.split()[1:])
+    assert last.startswith("RESULT ") and float(values["seconds"]) > 0, proc.stdout
+    assert (values["frames"], values["fps"], values["width"], values["height"]) == ("5", "50", "640", "480")
+    assert float(values["video_s"]) == 0.1 and "| function | calls | s | share |" in proc.stdout

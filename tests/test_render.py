@@ -178,11 +178,11 @@ def test_play_video_on_the_quickstart_pendulum_writes_an_mp4_of_the_swing(tmp_pa
     """The torch tasks draw themselves (numpy, no GL): the first policy a user trains can be watched."""
     out = tmp_path / "pendulum.mp4"
     play(None, ["task=pendulum"], agent="random", episodes=1, video=str(out), steps=40, seed=3)
-    assert f"video: {out} (41 frames, 2.05 s at 20 fps" in capsys.readouterr().out
+    assert f"video: {out} (40 frames, 2.00 s at 20 fps" in capsys.readouterr().out
     assert out.stat().st_size > 1000
     with av.open(str(out)) as container:
         frames = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
-    assert len(frames) == 41 and frames[0].shape == (240, 320, 3)
+    assert len(frames) == 40 and frames[0].shape == (240, 320, 3)
     assert any(np.abs(a.astype(int) - b).mean() > 0.5 for a, b in zip(frames, frames[1:], strict=False))
 
 
@@ -259,12 +259,12 @@ def test_play_writes_video_of_env_0(tmp_path, monkeypatch, capsys):
     out = tmp_path / "play.mp4"
     play(None, ["sim.name=mujoco_box", "task=box"], agent="zero", episodes=2, video=str(out), steps=20)
     text = capsys.readouterr().out
-    assert f"video: {out} (21 frames, 1.05 s at 20 fps" in text  # the reset frame + 20 steps
+    assert f"video: {out} (20 frames, 1.00 s at 20 fps" in text  # one per step: the state the policy acts on
     assert "RESULT mean_return=12.0000" in text and "episodes=2" in text  # both envs ended once in 20 steps
     with av.open(str(out)) as container:
         frames = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
-    assert len(frames) == 21 and frames[0].shape == (H, W, 3)
-    cx, _, n = red_centroid(frames[11])  # 0.55 m along x, still in the middle of the picture
+    assert len(frames) == 20 and frames[0].shape == (H, W, 3)
+    cx, _, n = red_centroid(frames[11])  # after 11 steps: 0.55 m along x, still in the middle of the picture
     assert n > 500 and abs(cx - W / 2) < 0.1 * W
 
 
@@ -273,3 +273,87 @@ def test_play_realtime_paces_to_step_dt(capsys):
     play(None, ["task=pendulum"], agent="zero", episodes=1, realtime=True, steps=10)  # 10 x 0.05 s
     assert time.perf_counter() - start >= 0.45
     assert "RESULT episodes=0 steps=10" in capsys.readouterr().out
+
+
+def test_renderer_quality_settings_leave_the_model_as_it_was(model):
+    """The cheap context (no multisampling, a 1024 shadow map, a buffer of the frame's size) is the
+    renderer's own: the model keeps its settings for any other renderer."""
+    kept = (model.vis.quality.offsamples, model.vis.quality.shadowsize,
+            model.vis.global_.offwidth, model.vis.global_.offheight)
+    with OffscreenRenderer(model, 64, 48) as fast, \
+            OffscreenRenderer(model, 64, 48, multisamples=None, shadow_size=None) as model_settings:
+        a, b = fast.render_qpos(model.qpos0), model_settings.render_qpos(model.qpos0)
+    assert (model.vis.quality.offsamples, model.vis.quality.shadowsize,
+            model.vis.global_.offwidth, model.vis.global_.offheight) == kept
+    assert red_centroid(a)[2] > 50 and np.abs(a.astype(int) - b).mean() < 10  # the same picture, edges aside
+
+
+def test_threaded_encoder_writes_the_same_file_as_inline(tmp_path, renderer, model):
+    sources = [renderer.render_qpos(at_x(model, 0.05 * i)) for i in range(12)]
+    decoded = {}
+    for threaded in (False, True):
+        with VideoWriter(tmp_path / f"{threaded}.mp4", fps=20, threaded=threaded) as writer:
+            for frame in sources:
+                buffer = frame.copy()
+                writer.write(buffer)
+                buffer[:] = 0  # the writer copied it: a caller may reuse its buffer at once
+        with av.open(str(tmp_path / f"{threaded}.mp4")) as container:
+            decoded[threaded] = np.stack([f.to_ndarray(format="rgb24") for f in container.decode(video=0)])
+    assert decoded[True].shape == (12, H, W, 3)
+    np.testing.assert_array_equal(decoded[True], decoded[False])  # the same frames, in order
+    assert np.abs(decoded[True][6].astype(int) - sources[6]).mean() < 6
+
+
+def test_progress_prints_a_line_per_fifth_with_an_eta(capsys):
+    from ctrl_rl.app.play import _Progress
+
+    progress = _Progress(10, tty=False)
+    for done in range(1, 11):
+        progress.update(done)
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split("|")[0].strip() for line in lines] == [
+        "step 2/10 (20%)", "step 4/10 (40%)", "step 6/10 (60%)", "step 8/10 (80%)", "step 10/10 (100%)"]
+    assert all("ETA 0:00:0" in line for line in lines) and lines[-1].endswith("ETA 0:00:00")
+
+
+def test_play_video_of_the_quadruped_names_the_run_and_films_each_control_step(tmp_path, monkeypatch, capsys):
+    """`play latest --video`: the checkpoint it picked is printed; one 640x480 frame per control step
+    at 1/control_dt fps, each the state the agent acts on at that step (a replay renders the same pictures)."""
+    from ctrl_rl.app.session import checked_env, load_policy
+    from ctrl_rl.app.train import train
+    from ctrl_rl.runners.episodes import random_policy
+
+    monkeypatch.chdir(tmp_path)
+    run = train(["task=quadruped_velocity_flat", "env.num_envs=8", "algo.num_steps_per_env=8",
+                 "runner.max_iterations=1", "algo.actor_hidden=[16]", "algo.critic_hidden=[16]",
+                 "runner.progress=false"])
+    capsys.readouterr()
+    out, steps = tmp_path / "walk.mp4", 25
+    play("latest", [], video=str(out), steps=steps, seed=7)
+    text = capsys.readouterr().out
+    assert f"checkpoint: {run / 'model_1.pt'} (the newest run under logs/)" in text
+    assert "(1 env, 25 steps, recording env 0" in text and "step 25/25 (100%)" in text and "ETA" in text
+    assert f"video: {out} (25 frames, 0.50 s at 50 fps, env 0" in text
+    with av.open(str(out)) as container:
+        stream = container.streams.video[0]
+        assert stream.average_rate == 50 and (stream.width, stream.height) == (640, 480)
+        assert len(list(container.decode(stream))) == steps
+
+    # the timing of each frame, with an agent that moves the legs from the first step (an untrained policy barely does)
+    play("latest", [], agent="random", video=str(out), steps=steps, seed=7)
+    with av.open(str(out)) as container:
+        frames = [f.to_ndarray(format="rgb24").astype(int) for f in container.decode(video=0)]
+    cfg, _, _, state = load_policy("latest", [])
+    env = checked_env(cfg, state, 1, 7)
+    assert 1 / env.step_dt == pytest.approx(50)
+    obs, policy, replayed = env.reset(seed=7), random_policy(env, 7), []
+    for _ in range(steps):
+        replayed.append(env.render_frame(0))
+        obs, *_ = env.step(policy(obs))
+    env.close()
+    replayed = np.stack(replayed).astype(int)
+    moving = np.ptp(replayed, axis=0).max(-1) > 40  # the pixels the legs cross: the rest is the same in every frame
+    assert len(frames) == steps and moving.sum() > 5000
+    diff = [[np.abs(f - r)[moving].mean() for r in replayed] for f in frames]  # diff[frame][replayed step]
+    for i in range(1, steps - 1):  # lossy (about 5 per pixel there), but closest to the same step's state
+        assert diff[i][i] < 8 and diff[i][i] < min(diff[i][i - 1], diff[i][i + 1]), (i, diff[i][i - 1:i + 2])

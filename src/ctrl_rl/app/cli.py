@@ -234,7 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "play":
             p.add_argument("--agent", choices=("policy", "zero", "random"), default="policy")
             p.add_argument("--video", metavar="PATH", default=None,
-                           help="record env 0 to an H.264 MP4 (MuJoCo sims; needs the 'video' extra)")
+                           help="record env 0 to an H.264 MP4, a frame per control step at the control rate "
+                                "(MuJoCo sims, torch tasks in 2-D; needs the 'video' extra)")
             p.add_argument("--realtime", action="store_true", help="pace steps to the env's control dt")
             p.add_argument("--steps", type=int, default=None, metavar="N",
                            help="stop after N control steps (episodes continue across resets)")

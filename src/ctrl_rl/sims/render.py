@@ -195,7 +195,7 @@ class OffscreenRenderer:
     and ``shadowsize`` (``None`` keeps the model's); the model itself is left as it was. The
     defaults are for software GL (Mesa's llvmpipe: every headless machine without a GPU), where
     MuJoCo's 4x multisampling costs each pixel four times and its 4096x4096 shadow map is drawn
-    again every frame: ctrl_quad at 640x480 on 2 cores took 105 ms a frame with its MJCF's settings
+    again every frame: ctrl_quad at 640x480 on 2 cores took 105 ms a frame with MuJoCo's defaults
     and 33 ms with these, the same picture but for unsmoothed edges.
     """
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import queue
+import threading
 from fractions import Fraction
 from pathlib import Path
 from types import TracebackType
@@ -67,15 +69,23 @@ class VideoWriter:
     even ones). Use as a context manager: an exception inside the block discards the file.
     ``preset``: libx264's speed/size trade-off; ``veryfast`` encoded ctrl_quad's 640x480 frames in
     1.8 ms each against ``medium``'s 3.5 ms, and the file came out smaller at the same ``crf``.
+    ``threaded``: encode in a thread of its own (the frame is copied before :meth:`write` returns),
+    overlapping the caller's rendering: 300 rendered ctrl_quad frames took 22.5 ms each so, 24.4 ms
+    encoded inline, 22.5 ms without encoding. An encoder error surfaces at the next call.
     """
 
-    def __init__(self, path: str | os.PathLike[str], fps: float, crf: int = 23, preset: str = "veryfast") -> None:
+    def __init__(self, path: str | os.PathLike[str], fps: float, crf: int = 23, preset: str = "veryfast",
+                 threaded: bool = True) -> None:
         if not fps > 0:
             raise ValueError(f"fps must be > 0, got {fps}")
         self.path = check_video_path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.fps = float(fps)
         self.frames = 0
+        self._threaded = threaded
+        self._queue: queue.Queue | None = None  # frames on their way to the encoder thread; None = its stop
+        self._worker: threading.Thread | None = None
+        self._error: BaseException | None = None  # the encoder thread's, raised by the next call
         self._av = _import_av()
         self._rate = Fraction(self.fps).limit_denominator(1001)
         self._tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
@@ -101,6 +111,31 @@ class VideoWriter:
         if self._codec == "libx264":
             stream.options = {"crf": str(self._crf), "preset": self._preset}
         self._stream, self._size = stream, (height, width)
+        if self._threaded:
+            self._queue = queue.Queue(maxsize=16)  # bounds memory when encoding falls behind
+            self._worker = threading.Thread(target=self._encode_queued, name="video-encoder", daemon=True)
+            self._worker.start()
+
+    def _encode_queued(self) -> None:
+        while (frame := self._queue.get()) is not None:
+            if self._error is None:  # after an error, drain so that the caller never blocks on a full queue
+                try:
+                    self._container.mux(self._stream.encode(frame))
+                except BaseException as exc:  # handed to the caller's thread
+                    self._error = exc
+
+    def _stop_worker(self) -> None:
+        """Let the encoder thread finish what is queued, then end it; re-raise its error, if any."""
+        if self._worker is not None:
+            self._queue.put(None)
+            self._worker.join()
+            self._worker = None
+        self._raise_encoder_error()
+
+    def _raise_encoder_error(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise RuntimeError(f"encoding '{self.path}' failed: {error}") from error
 
     def write(self, frame: np.ndarray) -> None:
         """Encode one RGB frame (same size as the first)."""
@@ -116,9 +151,13 @@ class VideoWriter:
         h, w = frame.shape[:2]
         if h % 2 or w % 2:
             frame = np.pad(frame, ((0, h % 2), (0, w % 2), (0, 0)), mode="edge")
-        vf = self._av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")
+        vf = self._av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")  # a copy
         vf.pts = self.frames
-        self._container.mux(self._stream.encode(vf))
+        if self._worker is not None:
+            self._raise_encoder_error()
+            self._queue.put(vf)
+        else:
+            self._container.mux(self._stream.encode(vf))
         self.frames += 1
 
     def close(self) -> Path:
@@ -128,6 +167,11 @@ class VideoWriter:
         if self._stream is None:
             self.discard()
             raise ValueError(f"no frames were written to '{self.path}'")
+        try:
+            self._stop_worker()
+        except RuntimeError:
+            self.discard()
+            raise
         self._container.mux(self._stream.encode(None))
         self._container.close()
         self._container = None
@@ -136,8 +180,10 @@ class VideoWriter:
 
     def discard(self) -> None:
         """Abandon the file: nothing appears under :attr:`path`."""
+        with contextlib.suppress(Exception):  # the file is being thrown away anyway
+            self._stop_worker()
         if self._container is not None:
-            with contextlib.suppress(Exception):  # the file is being thrown away anyway
+            with contextlib.suppress(Exception):
                 self._container.close()
             self._container = None
         self._tmp.unlink(missing_ok=True)
