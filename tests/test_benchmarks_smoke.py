@@ -271,43 +271,38 @@ def test_gpu_suite_runs_tiny_on_cpu(tmp_path: Path) -> None:
     assert math.isfinite(figures["walk.forward_velocity"]) and figures["walk.iterations"] == 2
 
 
+def run_benchmark(script: str, *args: str, timeout: float = 300, **kwargs) -> tuple[str, dict[str, str]]:
+    """Run ``benchmarks/<script>`` with ``args``; its stdout and its last line's ``key=value`` pairs, which
+    must be a ``RESULT`` line of a run that exited 0."""
+    proc = subprocess.run([sys.executable, str(SCRIPT.parent / script), *args], capture_output=True, text=True,
+                          timeout=timeout, **kwargs)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("RESULT "), proc.stdout[-2000:]
+    return proc.stdout, dict(kv.split("=", 1) for kv in last.split()[1:])
+
+
 def test_busy_machine_runs_the_quickstart_beside_a_burner() -> None:
     """``benchmarks/busy_machine.py --smoke`` at 2 iterations: idle and one-burner rows, RESULT parses."""
-    proc = subprocess.run([sys.executable, str(SCRIPT.parent / "busy_machine.py"), "--iterations", "2", "--smoke"],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    last = proc.stdout.strip().splitlines()[-1]
-    values = dict(kv.split("=", 1) for kv in last.split()[1:])
-    assert last.startswith("RESULT ") and float(values["threads_null_idle_s"]) > 0, proc.stdout
-    assert float(values["threads_null_x_1burners"]) > 0 and "| null | 1 |" in proc.stdout, proc.stdout
-
-
-GAIT_SCRIPT = SCRIPT.parent / "gait.py"
+    stdout, values = run_benchmark("busy_machine.py", "--iterations", "2", "--smoke")
+    assert float(values["threads_null_idle_s"]) > 0, stdout
+    assert float(values["threads_null_x_1burners"]) > 0 and "| null | 1 |" in stdout, stdout
 
 
 @pytest.mark.slow
 def test_gait_benchmark_trains_evaluates_and_judges_in_sim2sim(tmp_path) -> None:
     """``benchmarks/gait.py`` at tiny sizes on ctrl_dog: train, eval's report, export, sim2sim's report; the
     untrained policy fails the bars, the RESULT line says so (``passed=0``) and parses."""
-    cmd = [sys.executable, str(GAIT_SCRIPT), "--robot", "ctrl_dog", "--iterations", "1", "--episodes", "2",
-           "--seconds", "4", "--train-override", "env.num_envs=16"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    last = proc.stdout.strip().splitlines()[-1]
-    values = dict(kv.split("=", 1) for kv in last.split()[1:])
-    assert last.startswith("RESULT robot=ctrl_dog "), proc.stdout[-2000:]
-    assert values["eval_gait"] == "FAIL" and values["sim2sim_gait"] == "FAIL" and values["passed"] == "0"
-    assert float(values["train_minutes"]) > 0 and "| ctrl_dog | 1 |" in proc.stdout
+    stdout, values = run_benchmark("gait.py", "--robot", "ctrl_dog", "--iterations", "1", "--episodes", "2",
+                                   "--seconds", "4", "--train-override", "env.num_envs=16", timeout=600, cwd=tmp_path)
+    assert values["robot"] == "ctrl_dog" and values["eval_gait"] == "FAIL" and values["sim2sim_gait"] == "FAIL"
+    assert values["passed"] == "0" and float(values["train_minutes"]) > 0 and "| ctrl_dog | 1 |" in stdout
 
 
 def test_play_video_films_a_tiny_run_and_reads_the_file_back() -> None:
     """``benchmarks/play_video.py --steps 5 --profile``: makes its own untrained run, one frame per control
     step at 50 fps and 640x480 in the file, the profile table, RESULT parses."""
-    proc = subprocess.run([sys.executable, str(SCRIPT.parent / "play_video.py"), "--steps", "5", "--profile"],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    last = proc.stdout.strip().splitlines()[-1]
-    values = dict(kv.split("=", 1) for kv in last.split()[1:])
-    assert last.startswith("RESULT ") and float(values["seconds"]) > 0, proc.stdout
+    stdout, values = run_benchmark("play_video.py", "--steps", "5", "--profile")
+    assert float(values["seconds"]) > 0, stdout
     assert (values["frames"], values["fps"], values["width"], values["height"]) == ("5", "50", "640", "480")
-    assert float(values["video_s"]) == 0.1 and "| function | calls | s | share |" in proc.stdout
+    assert float(values["video_s"]) == 0.1 and "| function | calls | s | share |" in stdout
