@@ -300,7 +300,10 @@ def test_threaded_encoder_writes_the_same_file_as_inline(tmp_path, renderer, mod
         with av.open(str(tmp_path / f"{threaded}.mp4")) as container:
             decoded[threaded] = np.stack([f.to_ndarray(format="rgb24") for f in container.decode(video=0)])
     assert decoded[True].shape == (12, H, W, 3)
-    np.testing.assert_array_equal(decoded[True], decoded[False])  # the same frames, in order
+    # the same frames, in order: libx264's own threads may round a few pixels differently run to run
+    # (69 of 2.8M values by 1 level in one CI run), so equal up to 2 levels, and nearly everywhere exact
+    diff = np.abs(decoded[True].astype(int) - decoded[False].astype(int))
+    assert diff.max() <= 2 and (diff > 0).mean() < 1e-3, (diff.max(), (diff > 0).mean())
     assert np.abs(decoded[True][6].astype(int) - sources[6]).mean() < 6
 
 
