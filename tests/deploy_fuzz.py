@@ -210,6 +210,23 @@ class Robot:
 # -- the cases ------------------------------------------------------------------------------------
 
 
+def stop_node(node: subprocess.Popen, robot: Robot, timeout: float) -> tuple[str, str, bool]:
+    """Stop streaming, SIGTERM the node and collect its output (killed after ``timeout`` s), close the robot
+    side; returns ``(stdout, stderr, timed_out)``."""
+    robot.streaming = False
+    if node.poll() is None:
+        node.send_signal(signal.SIGTERM)
+    timed_out = False
+    try:
+        out, err = node.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        node.kill()
+        out, err = node.communicate()
+        timed_out = True
+    robot.close()
+    return out, err, timed_out
+
+
 def _corrupt(robot: Robot, make: Callable[[], tuple[m.JointState, m.Imu]], seconds: float = 0.5) -> None:
     """Policy mode, then the robot sends only ``make()`` samples for ``seconds``."""
     robot.to_policy()
@@ -534,16 +551,9 @@ def run_case(case: Case, bundle_dir: Path, transport: str, index: int, family: s
     except AssertionError as e:
         result = f"failed: {str(e)[:200]}"
     finally:
-        robot.streaming = False
-        if node.poll() is None:
-            node.send_signal(signal.SIGTERM)
-        try:
-            out, err = node.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            node.kill()
-            out, err = node.communicate()
+        out, err, timed_out = stop_node(node, robot, timeout=20)
+        if timed_out:
             crashed, result = True, "did not exit on SIGTERM"
-        robot.close()
     if not crashed and (node.returncode != 0 or "RESULT mode=" not in out):
         crashed, result = True, f"exit {node.returncode} after SIGTERM: {err.strip().splitlines()[-1:]}"
     unsafe = len(robot.unsafe)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -26,7 +25,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from deploy_fuzz import Robot
+from deploy_fuzz import Robot, stop_node
 
 from ctrl_rl.deploy import messages as m
 from ctrl_rl.deploy.runtime import OnnxPolicy
@@ -96,15 +95,7 @@ def main() -> None:
         time.sleep(0.5)  # the stand-up's first half second
         out["mode_after_start"] = robot.status.get("mode")
     finally:
-        robot.streaming = False
-        if node.poll() is None:
-            node.send_signal(signal.SIGTERM)
-        try:
-            stdout, stderr = node.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            node.kill()
-            stdout, stderr = node.communicate()
-        robot.close()
+        stdout, stderr, _ = stop_node(node, robot, timeout=30)
     n = len(names)
     out.update(split(robot.received, t_start, n, pose, gains))
     if wire:
