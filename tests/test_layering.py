@@ -100,3 +100,28 @@ def test_the_checker_sees_a_violation(tmp_path):
     assert found == {"ctrl_rl.runners", "ctrl_rl.app"}, found
     table = allowed_imports()
     assert [layer_of(m) for m in sorted(found) if layer_of(m) not in table["algos"]] == ["app", "runners"]
+
+
+ENV_BUILDER = "ctrl_rl.sims.build"
+"""The one module that builds an env from a config (``sim.*``, memory check, threads)."""
+BACKEND_DISPATCH = {"ctrl_rl.sims", "ctrl_rl.sims.isaacgym"}
+"""``make_env`` itself, which hands Isaac Gym's tasks to its adapter, and the adapter's own
+``make_env`` around legged_gym's ``task_registry.make_env``."""
+
+
+def make_env_callers() -> set[str]:
+    """The package's modules that call or import a function named ``make_env``."""
+    callers = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            called = isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None))
+            imported = isinstance(node, ast.ImportFrom) and any(a.name == "make_env" for a in node.names)
+            if called == "make_env" or imported:
+                callers.add(module_name(path))
+    return callers
+
+
+def test_only_the_env_builder_calls_make_env():
+    """Commands and runners get their env from ``sims/build.py: build_env``, so every env (training's,
+    an offline runner's evaluation env) has the config's ``sim.*`` options; none calls ``make_env``."""
+    assert make_env_callers() - BACKEND_DISPATCH == {ENV_BUILDER}

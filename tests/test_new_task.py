@@ -20,7 +20,7 @@ from toy_robot import JOINTS, write_toy_robot  # noqa: E402
 @pytest.fixture
 def toy_task(tmp_path):
     """The robot folder and the one registration."""
-    from ctrl_rl.robots import _TASKS, register_task, tasks
+    from ctrl_rl.robots import TASKS, register_task, tasks
     from ctrl_rl.robots.locomotion import VelocityTask, VelocityTaskConfig
 
     robot_yaml = write_toy_robot(tmp_path / "toy_quad")
@@ -29,7 +29,7 @@ def toy_task(tmp_path):
                   tune={"ppo": {"algo.actor_hidden": [32, 32], "algo.critic_hidden": [32, 32], "env.num_envs": 16}})
     assert "toy_quad_velocity_flat" in tasks()
     yield "toy_quad_velocity_flat"
-    _TASKS.pop("toy_quad_velocity_flat")
+    del TASKS["toy_quad_velocity_flat"]
 
 
 @pytest.mark.slow
@@ -78,14 +78,16 @@ def test_an_unknown_or_misrouted_task_names_the_registered_ones(toy_task):
 
     with pytest.raises(ValueError, match="unknown task 'toy_quad_velocity_flat' for sim 'torch'; choose one of: "):
         make_env("torch", toy_task, 2)
-    with pytest.raises(ConfigError, match=r"unknown task 'toy_quad_velocity_flat' for sim 'torch'; it is a task of "
-                                          r"sim=mujoco and sim=mjwarp: add sim=mujoco"):
+    with pytest.raises(ConfigError, match=r"unknown task 'toy_quad_velocity_flat' for sim 'torch' \(a task of "
+                                          r"sim=mujoco and sim=mjwarp\); did you mean task=toy_quad_velocity_flat "
+                                          r"sim=mujoco\?"):
         load_train_config(["task=toy_quad_velocity_flat", "sim=torch"])  # refused when the config is built
     with pytest.raises(ConfigError, match="unknown task 'toy_quad_velocity_flta' for sim 'mujoco'; did you mean "
                                           "task=toy_quad_velocity_flat\\? "
-                                          "\\(`ctrl-rl list` lists every task by sim\\)"):
+                                          "\\(`ctrl-rl list` lists every task\\)"):
         load_train_config(["task=toy_quad_velocity_flta", "sim=mujoco"])
-    with pytest.raises(ConfigError, match="unknown task 'zzz' for sim 'mujoco'; sim=mujoco has: .*quadruped_velocity"
-                                          "_flat, .*(toy_quad_velocity_flat|more: `ctrl-rl list`\\))$") as refused:
+    with pytest.raises(ConfigError, match="unknown task 'zzz' for sim 'mujoco'; choose one of: .*quadruped_velocity"
+                                          "_flat, .*(toy_quad_velocity_flat \\(`ctrl-rl list` lists every task|"
+                                          "more: `ctrl-rl list`)\\)$") as refused:
         load_train_config(["task=zzz", "sim=mujoco"])  # the sim's own; the rest behind `ctrl-rl list`
     assert len(f"ctrl-rl: error: {refused.value}") <= 200

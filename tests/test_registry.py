@@ -5,6 +5,7 @@ learner's config is its schema's defaults plus the shipped tune file, as ``--hel
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -13,11 +14,16 @@ import yaml
 
 from ctrl_rl.algos.heads import GaussianHead
 from ctrl_rl.algos.ppo import PPO
-from ctrl_rl.algos.registry import learners, register_learner
+from ctrl_rl.algos.registry import LEARNERS, learner, learners, register_learner
 from ctrl_rl.app import cli
 from ctrl_rl.app.configure import config_dir, load_train_config
+from ctrl_rl.config import ConfigError
 from ctrl_rl.config_onpolicy import PPOConfig
-from ctrl_rl.sims.torch_envs import register_task
+from ctrl_rl.registry import UnknownNameError
+from ctrl_rl.robots import ROBOTS, task_entry
+from ctrl_rl.runners import runner_class
+from ctrl_rl.sims import SIMS, make_env
+from ctrl_rl.sims.torch_envs import TASKS, register_task
 from ctrl_rl.sims.torch_envs.base import State, TaskParams, TorchVecEnv
 from ctrl_rl.utils.docs import field_docs
 
@@ -87,15 +93,17 @@ def ctrl_rl(*argv: str) -> None:
         assert exc.code == 0 and "--help" in argv, f"ctrl-rl {' '.join(argv)} exited with {exc.code}"
 
 
-def test_a_learner_and_a_task_from_this_file_alone_go_through_every_command(tmp_path, monkeypatch, capsys):
-    from ctrl_rl.algos import registry
-    from ctrl_rl.sims import torch_envs
-
-    learners()  # the built-ins first: this test's entries are undone after it, theirs are not
-    monkeypatch.setattr(registry, "_LEARNERS", dict(registry._LEARNERS))
-    monkeypatch.setattr(torch_envs, "TASKS", dict(torch_envs.TASKS))
+@pytest.fixture
+def a2c_and_reach_1d():
+    """This file's learner and task, registered for one test and taken out after it."""
     register_learner("a2c_test", config=A2CConfig, build=make_a2c, loop="online")
     register_task("reach_1d", Reach1D)
+    yield
+    del LEARNERS["a2c_test"], TASKS["reach_1d"]
+
+
+def test_a_learner_and_a_task_from_this_file_alone_go_through_every_command(a2c_and_reach_1d, tmp_path, monkeypatch,
+                                                                            capsys):
     monkeypatch.chdir(tmp_path)
     small = ["algo=a2c_test", "task=reach_1d", "env.num_envs=16", "algo.num_steps_per_env=20",
              "algo.actor_hidden=[16]", "algo.critic_hidden=[16]", "runner.progress=false"]
@@ -155,7 +163,6 @@ def _tune_delta(path: Path) -> dict[str, object]:
 def _expected(algo: str, task: str | None, preset: str | None = None) -> dict[str, object]:
     """Schema defaults, then the tune file's delta (the preset's, when one is picked): what
     ``train`` must use."""
-    from ctrl_rl.algos.registry import learner
     from ctrl_rl.config import TrainConfig
 
     task = task or "pendulum"
@@ -196,3 +203,48 @@ def test_train_config_is_schema_defaults_plus_tune_delta_and_help_prints_it(algo
     for section in ("env", "runner", "task", "sim"):
         for f in dataclasses.fields(getattr(cfg, section)):
             assert f"  {section}.{f.name}=" in text
+
+
+# ---- one lookup, one error ----------------------------------------------------------------------
+
+
+def _lookups() -> dict[str, tuple]:
+    """Every registry's lookup as a command reaches it: ``(kind, lookup, a typo, what it means)``."""
+    return {
+        "algo": ("algo", learner, "sacc", "sac"),
+        "algo (command line)": ("algo", lambda name: load_train_config([f"algo={name}"]), "sacc", "sac"),
+        "torch task": ("task", lambda name: make_env("torch", name, 2), "pendulumm", "pendulum"),
+        "task (command line)": ("task", lambda name: load_train_config([f"task={name}"]), "pendulumm", "pendulum"),
+        "MuJoCo task": ("task", task_entry, "quadruped_velocity_flta", "quadruped_velocity_flat"),
+        "sim": ("sim", lambda name: SIMS[name], "mujocoo", "mujoco"),
+        "sim (command line)": ("sim", lambda name: load_train_config([f"sim={name}"]), "mujocoo", "mujoco"),
+        "robot": ("robot", lambda name: ROBOTS[name], "ctrl_qaud", "ctrl_quad"),
+        "loop": ("loop", runner_class, "onlin", "online"),
+    }
+
+
+@pytest.mark.parametrize("which", list(_lookups()))
+def test_every_unknown_name_fails_with_one_error_in_one_shape(which):
+    """A typo names the closest registered name as the command line writes it; a name close to none
+    lists the choices; both end by pointing at `ctrl-rl list`, in one line of at most 200 characters."""
+    kind, lookup, typo, meant = _lookups()[which]
+    with pytest.raises(UnknownNameError) as close:
+        lookup(typo)
+    scope = r"( for sim [^;]+)?"  # which sim's tasks
+    assert re.fullmatch(rf"unknown {kind} '{typo}'{scope}; did you mean {kind}={meant}\? "
+                        rf"\(`ctrl-rl list` lists every {kind}\)", str(close.value)), str(close.value)
+    with pytest.raises(UnknownNameError) as far:
+        lookup("zzz")
+    assert re.fullmatch(rf"unknown {kind} 'zzz'{scope}; choose (a [^;]+ or )?one of: [^;]+ "
+                        rf"\((`ctrl-rl list` lists every {kind}|\d+ more: `ctrl-rl list`)\)", str(far.value)), \
+        str(far.value)
+    assert isinstance(far.value, ConfigError) and isinstance(far.value, ValueError)  # what callers catch
+    assert len(f"ctrl-rl: error: {far.value}") <= 200 and "\n" not in str(far.value)
+
+
+def test_one_lookup_implementation():
+    """Guessing the meant name (difflib) lives in ``ctrl_rl/registry.py`` alone: every registry and
+    every unknown-name check goes through it."""
+    src = Path(__file__).resolve().parent.parent / "src" / "ctrl_rl"
+    users = sorted(str(p.relative_to(src)) for p in src.rglob("*.py") if "difflib" in p.read_text())
+    assert users == ["registry.py"], users

@@ -10,9 +10,9 @@ returns a :class:`~ctrl_rl.algos.base.Learner`; ``loop`` names the training loop
 which ``ctrl_rl.runners`` resolves (``ctrl_rl.runners.LOOPS``): learners never import runners.
 The built-in learners are the modules of ``ctrl_rl.algos``, imported the first time the registry
 is read; a learner defined anywhere else (a test file, a user package) calls
-:func:`register_learner` before the CLI runs. Tasks and simulators have their own registries:
-:func:`ctrl_rl.sims.register_sim`, :func:`ctrl_rl.sims.torch_envs.register_task` and
-:func:`ctrl_rl.robots.register_task`.
+:func:`register_learner` before the CLI runs. :data:`LEARNERS` is a :class:`ctrl_rl.registry.Registry`,
+the mechanism of the tasks', sims', robots' and loops' registries too (:func:`ctrl_rl.sims.register_sim`,
+:func:`ctrl_rl.sims.torch_envs.register_task`, :func:`ctrl_rl.robots.register_task`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ctrl_rl.config import ConfigError, LearnerConfig
+from ctrl_rl.config import LearnerConfig
+from ctrl_rl.registry import Registry
 from ctrl_rl.utils.modules import import_package_modules
 
 
@@ -54,7 +55,15 @@ class LearnerEntry:
 DEFAULT_LEARNER = "ppo"
 """``algo=`` when the command line names none."""
 
-_LEARNERS: dict[str, LearnerEntry] = {}
+
+def _load_builtin() -> None:
+    """Import every module of ``ctrl_rl.algos`` once: each registers what it defines (this module and
+    ``checkpoints.py`` register nothing)."""
+    import_package_modules("ctrl_rl.algos")
+
+
+LEARNERS: Registry[LearnerEntry] = Registry("algo", load=_load_builtin)
+"""Every learner by name (``algo=<name>``), in registration order; the built-ins load on the first read."""
 
 
 def register_learner(name: str, *, config: type, build: Callable[..., Any], loop: str,
@@ -69,26 +78,14 @@ def register_learner(name: str, *, config: type, build: Callable[..., Any], loop
     if not isinstance(loop, str):
         raise TypeError(f"register_learner({name!r}): loop names the loop that drives it (one of "
                         f"ctrl_rl.runners.LOOPS, e.g. 'online'), got {loop!r}")
-    entry = LearnerEntry(name=name, config=config, build=build, loop=loop, torchrun=torchrun)
-    _LEARNERS[name] = entry
-    return entry
-
-
-def _load_builtin() -> None:
-    """Import every module of ``ctrl_rl.algos`` once: each registers what it defines (this module and
-    ``checkpoints.py`` register nothing)."""
-    import_package_modules("ctrl_rl.algos")
+    return LEARNERS.register(name, LearnerEntry(name=name, config=config, build=build, loop=loop, torchrun=torchrun))
 
 
 def learners() -> dict[str, LearnerEntry]:
     """Every registered learner by name, in registration order."""
-    _load_builtin()
-    return dict(_LEARNERS)
+    return LEARNERS.entries()
 
 
 def learner(name: str) -> LearnerEntry:
-    """The entry of ``name``; ``ValueError`` naming the choices otherwise."""
-    entries = learners()
-    if name not in entries:
-        raise ConfigError(f"algo: unknown algorithm '{name}'; choose one of: {', '.join(entries)}")
-    return entries[name]
+    """The entry of ``name``; :class:`~ctrl_rl.registry.UnknownNameError` naming the closest or the choices."""
+    return LEARNERS[name]

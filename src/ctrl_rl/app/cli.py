@@ -187,14 +187,20 @@ def cmd_fetch_robots(args: argparse.Namespace, overrides: list[str]) -> None:
 def cmd_list(args: argparse.Namespace, overrides: list[str]) -> None:
     from ctrl_rl.algos.registry import learners
     from ctrl_rl.app.configure import available
+    from ctrl_rl.robots import ROBOTS
+    from ctrl_rl.runners import LOOPS
     from ctrl_rl.utils.docs import help_table, wrap
 
     print("algorithms (algo=...):")
     print("\n".join(help_table(sorted((name, entry.summary) for name, entry in learners().items()))))
     print("tasks (task=..., sim=...):")
     print(_tasks_text())
+    print("robots (robot=..., or a robot YAML path):")
+    print("\n".join(wrap(", ".join(sorted(ROBOTS)), indent=2)))
     print("tuned settings (tune=...; configs/tune/<algo>_<task>.yaml is picked for its pair by itself):")
     print("\n".join(wrap(", ".join(available("tune")), indent=2)))
+    print("training loops (a learner's loop=, register_learner):")
+    print("\n".join(wrap(", ".join(LOOPS), indent=2)))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -192,8 +192,9 @@ def collect(policy: str | None, overrides: list[str], output: str, steps: int = 
             fmt: str | None = None) -> str:
     """Roll the planned segments and write one dataset; prints a ``RESULT`` line, returns where it went."""
     from ctrl_rl.app.configure import load_train_config
-    from ctrl_rl.app.session import build_env, require_device
+    from ctrl_rl.app.session import require_device
     from ctrl_rl.runners.episodes import collect_dataset, random_policy
+    from ctrl_rl.sims.build import build_env
     from ctrl_rl.storage.formats import check_output, save_dataset
 
     if steps <= 0 or envs <= 0 or noise < 0:

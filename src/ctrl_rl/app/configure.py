@@ -9,7 +9,6 @@ hydra's messages.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import hashlib
 import json
 from pathlib import Path
@@ -17,8 +16,8 @@ from typing import Any
 
 from ctrl_rl.algos import registry
 from ctrl_rl.config import ConfigError, EnvConfig, LearnerConfig, RunnerConfig, SimConfig, TaskConfig, TrainConfig
+from ctrl_rl.registry import UnknownNameError, closest, fit_choices
 from ctrl_rl.robots import MUJOCO_SIMS
-from ctrl_rl.utils.docs import fit_choices
 
 
 def config_dir() -> Path:
@@ -85,9 +84,9 @@ def _check_key(key: str, algo: str) -> None:
     name = rest.split(".")[0]
     valid = _field_names(section, algo)
     if name not in valid:
-        close = difflib.get_close_matches(name, valid, n=1)
+        close = closest(name, valid)
         if close:
-            raise ConfigError(f"unknown config key '{key}' (did you mean '{section}.{close[0]}'?); {where} lists "
+            raise ConfigError(f"unknown config key '{key}' (did you mean '{section}.{close}'?); {where} lists "
                               "every key")
         raise ConfigError(fit_choices(f"unknown config key '{key}'; valid keys: ", valid, where))
 
@@ -119,10 +118,7 @@ def _prepare(overrides: list[str]) -> tuple[list[str], str, dict[str, str]]:
                     out.append(f"sim={MUJOCO_SIMS[0]}")
                 continue
             if value not in choices:
-                close = difflib.get_close_matches(value, choices, n=1)
-                hint = f" (did you mean {key}={close[0]}?)" if close else ""
-                raise ConfigError(fit_choices(f"unknown {key} '{value}'{hint}; choose one of: ", choices,
-                                              "`ctrl-rl list`"))
+                raise UnknownNameError.of(key, value, choices)
             out.append(text)
             continue
         if key == "robot":  # shorthand of the robot tasks' parameter: robot=unitree_go1
@@ -260,6 +256,8 @@ def check_task_parameters(cfg: TrainConfig, for_run: bool = True) -> None:
     except ModuleNotFoundError as exc:
         if for_run or missing(exc) is None:
             raise
+    except UnknownNameError:
+        raise
     except (ValueError, TypeError) as exc:
         raise ConfigError(str(exc) if "task" in str(exc) else f"task.kwargs: {exc}") from None
 

@@ -9,10 +9,11 @@ from collections.abc import Callable
 import torch
 
 from ctrl_rl.app.configure import load_train_config
-from ctrl_rl.app.session import build_env, checked_env, load_policy, policy_fn, require_device
+from ctrl_rl.app.session import checked_env, load_policy, policy_fn, require_device
 from ctrl_rl.config import TrainConfig
 from ctrl_rl.env import VecEnv
 from ctrl_rl.runners.episodes import episodes_ended
+from ctrl_rl.sims.build import build_env
 from ctrl_rl.utils.logger import eta_seconds, format_duration
 
 

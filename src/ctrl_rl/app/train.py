@@ -11,8 +11,9 @@ from typing import Any
 from ctrl_rl import distributed
 from ctrl_rl.algos.checkpoints import find_checkpoint, load_checkpoint, task_root
 from ctrl_rl.app.configure import apply_overrides, check_runnable, config_yaml, load_train_config
-from ctrl_rl.app.session import build_env, require_device
+from ctrl_rl.app.session import require_device
 from ctrl_rl.config import ConfigError, TrainConfig
+from ctrl_rl.sims.build import build_env
 from ctrl_rl.utils import threads
 from ctrl_rl.utils.checkpoint import seed_everything
 from ctrl_rl.utils.interrupts import GracefulStop

@@ -12,14 +12,19 @@ A task registers itself where it is defined, once::
     register_task("quadruped_velocity_flat", config=VelocityTaskConfig, task=VelocityTask)
 
 and is then ``task=<id>`` on every MuJoCo-family backend, with or without a file in ``configs/``.
+The shipped robots (the YAMLs of this folder) are :data:`ROBOTS`, ``robot=<name>``. Both are
+:class:`ctrl_rl.registry.Registry`, the mechanism of every registry.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
 from typing import Any
 
+from ctrl_rl.registry import Registry
 from ctrl_rl.utils.modules import import_package_modules
 
 MUJOCO_SIMS = ("mujoco", "mjwarp")
@@ -48,7 +53,25 @@ class RobotTask:
         return self.config.from_kwargs(**{**self.defaults, **kwargs})
 
 
-_TASKS: dict[str, RobotTask] = {}
+def _load_tasks() -> None:
+    """The built-in tasks register when their modules are imported; where MuJoCo or torch is absent
+    (the deploy runtime) there are none."""
+    import_package_modules(__name__, skip_missing=True)  # a robot computer: no torch / mujoco, no tasks
+
+
+TASKS: Registry[RobotTask] = Registry("task", load=_load_tasks, context=f" for sim '{MUJOCO_SIMS[0]}' or "
+                                                                          f"'{MUJOCO_SIMS[1]}'")
+"""Every MuJoCo-family task by id (``task=<id>``)."""
+
+
+@cache
+def _shipped_robots() -> None:
+    for path in sorted(Path(__file__).resolve().parent.glob("*.yaml")):
+        ROBOTS.register(path.stem, path)
+
+
+ROBOTS: Registry[Path] = Registry("robot", load=_shipped_robots, also="a robot YAML path")
+"""Robot YAMLs by name (``robot=<name>``): the shipped ones of this folder, and any a user registers."""
 
 
 def register_task(name: str, *, config: type, task: type, defaults: Mapping[str, Any] | None = None,
@@ -56,22 +79,15 @@ def register_task(name: str, *, config: type, task: type, defaults: Mapping[str,
     """Add (or replace) MuJoCo-family task ``name``; returns its entry."""
     if not hasattr(config, "from_kwargs"):
         raise TypeError(f"register_task({name!r}): config {config.__name__} needs a from_kwargs classmethod")
-    entry = RobotTask(name=name, config=config, task=task, defaults=dict(defaults or {}),
-                      tune={k: dict(v) for k, v in (tune or {}).items()})
-    _TASKS[name] = entry
-    return entry
+    return TASKS.register(name, RobotTask(name=name, config=config, task=task, defaults=dict(defaults or {}),
+                                          tune={k: dict(v) for k, v in (tune or {}).items()}))
 
 
 def tasks() -> dict[str, RobotTask]:
-    """Every registered task by id. The built-in ones register when their modules are imported, the
-    first time this is read; where MuJoCo or torch is absent (the deploy runtime) there are none."""
-    import_package_modules(__name__, skip_missing=True)  # a robot computer: no torch / mujoco, no tasks
-    return dict(_TASKS)
+    """Every registered task by id, the built-ins loaded first."""
+    return TASKS.entries()
 
 
 def task_entry(name: str) -> RobotTask:
-    """The entry of task ``name``; ``ValueError`` naming the registered ones otherwise."""
-    entries = tasks()
-    if name not in entries:
-        raise ValueError(f"unknown MuJoCo task {name!r}; choose one of: {', '.join(sorted(entries))}")
-    return entries[name]
+    """The entry of task ``name``; :class:`~ctrl_rl.registry.UnknownNameError` otherwise."""
+    return TASKS[name]

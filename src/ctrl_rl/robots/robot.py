@@ -36,6 +36,7 @@ import mujoco
 import numpy as np
 import yaml
 
+from . import ROBOTS
 from .mjcf_edits import (
     add_floor_if_missing,
     drop_own_sensors,
@@ -264,14 +265,10 @@ def _parse_mirror(path: Path, entries: Any, joints: tuple[str, ...]) -> tuple[tu
 
 
 def load_robot(name_or_path: str) -> RobotConfig:
-    """A shipped robot by name (``ctrl_quad``) or a user's robot YAML by path."""
-    shipped = ROBOTS_DIR / f"{name_or_path}.yaml"
-    if shipped.is_file():
-        return RobotConfig.from_yaml(shipped)
-    if Path(name_or_path).suffix in (".yaml", ".yml"):
+    """A registered robot by name (``ctrl_quad``; :data:`ctrl_rl.robots.ROBOTS`) or a user's robot YAML by path."""
+    if Path(name_or_path).suffix in (".yaml", ".yml") and name_or_path not in ROBOTS:
         return RobotConfig.from_yaml(name_or_path)
-    choices = sorted(p.stem for p in ROBOTS_DIR.glob("*.yaml"))
-    raise ValueError(f"unknown robot {name_or_path!r}; choose one of {choices} or give a robot YAML path")
+    return RobotConfig.from_yaml(ROBOTS[name_or_path])
 
 
 SensorLayout = dict[str, slice]

@@ -4,32 +4,24 @@ never import runners."""
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Any
 
 from ctrl_rl import distributed
+from ctrl_rl.registry import Registry
+from ctrl_rl.utils.modules import import_package_modules
 
-LOOPS: dict[str, str] = {
-    "online": "ctrl_rl.runners.base:Runner",
-    "offline": "ctrl_rl.runners.offline:OfflineRunner",
-    "offline_to_online": "ctrl_rl.runners.offline_to_online:OfflineToOnlineRunner",
-    "pql": "ctrl_rl.runners.pql:PQLRunner",
-}
-"""Loop name -> ``module:class``. ``online``: collect ``num_steps_per_env`` steps, let the learner
-prepare and run its update (on-policy rollouts and off-policy replay alike: what differs is the
-learner's); ``offline``: updates from a dataset with periodic evaluation; ``offline_to_online``:
-offline then online; ``pql``: actor, V- and P-learner as three concurrent roles."""
+LOOPS: Registry[type] = Registry("loop", load=lambda: import_package_modules(__name__))
+"""Loop name -> runner class; each runner's module registers its own. ``online``: collect
+``num_steps_per_env`` steps, let the learner prepare and run its update (on-policy rollouts and
+off-policy replay alike: what differs is the learner's); ``offline``: updates from a dataset with
+periodic evaluation; ``offline_to_online``: offline then online; ``pql``: actor, V- and P-learner
+as three concurrent roles."""
 
 
 def runner_class(loop: str) -> type:
     """The runner class of ``loop`` (a name in :data:`LOOPS`)."""
-    from ctrl_rl.config import ConfigError
-
-    if loop not in LOOPS:
-        raise ConfigError(f"no training loop named {loop!r}; the loops are: {', '.join(LOOPS)}")
-    module, _, cls = LOOPS[loop].partition(":")
-    return getattr(importlib.import_module(module), cls)
+    return LOOPS[loop]
 
 
 def make_runner(env: Any, cfg: Any, log_dir: Path | None = None) -> Any:

@@ -26,6 +26,7 @@ from ctrl_rl.algos import make_algorithm
 from ctrl_rl.config import TrainConfig
 from ctrl_rl.env import VecEnv
 from ctrl_rl.nets.normalizer import sync_pending
+from ctrl_rl.runners import LOOPS
 from ctrl_rl.utils.checkpoint import (
     load_file,
     remove_leftovers,
@@ -312,3 +313,6 @@ class Runner:
             return state
         ranks = state.get("rank_states", [])
         return ranks[self.rank - 1] if self.rank - 1 < len(ranks) else None
+
+
+LOOPS.register("online", Runner)

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from ctrl_rl.env import Obs, VecEnv
+from ctrl_rl.sims.build import build_env
 
 Policy = Callable[[Obs], torch.Tensor]
 
@@ -141,10 +142,9 @@ def episodes_in_own_env(cfg: Any, num_envs: int, seed: int,
     """:func:`run_episodes` (one episode per env) of each policy in turn, in one env of ``num_envs``
     of the config's task built for them and closed after, so evaluations neither step the training
     env nor take its size. Every policy starts from ``reset(seed)``: the same start states and
-    commands, so the policies' returns are paired (their differences are not the draw of starts)."""
-    from ctrl_rl.sims import make_env
-
-    env = make_env(cfg.sim.name, cfg.task.name, num_envs, cfg.device, seed=seed, **cfg.task.kwargs)
+    commands, so the policies' returns are paired (their differences are not the draw of starts). The env
+    comes from the one builder, with the config's ``sim.*`` options, as training's does."""
+    env = build_env(cfg, num_envs=num_envs, seed=seed)
     try:
         return [run_episodes(env, policy, seed=seed) for policy in policies]
     finally:

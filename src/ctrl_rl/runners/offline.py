@@ -15,6 +15,7 @@ import math
 import time
 
 from ctrl_rl.nets.actor_critic import concat_groups
+from ctrl_rl.runners import LOOPS
 from ctrl_rl.runners.base import Runner
 from ctrl_rl.runners.episodes import episodes_in_own_env, run_episodes
 from ctrl_rl.storage.formats import load_dataset
@@ -70,3 +71,6 @@ class OfflineRunner(Runner):
         if self.iteration == total or (interval and self.iteration % interval == 0):
             episodes.add_summary(*self.evaluate())
         logger.log_iteration(self.iteration, stats, episodes, time.perf_counter() - t1, t1 - t0)
+
+
+LOOPS.register("offline", OfflineRunner)

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from ctrl_rl.nets.actor_critic import concat_groups
+from ctrl_rl.runners import LOOPS
 from ctrl_rl.runners.episodes import episodes_in_own_env
 from ctrl_rl.runners.offline import OfflineRunner
 from ctrl_rl.utils.logger import EpisodeStats, TrainLogger
@@ -79,3 +80,6 @@ class OfflineToOnlineRunner(OfflineRunner):
         online = max(self.iteration - self.offline_iterations, 0)
         state["env_steps"] = online * self.steps_per_iteration + self.alg.selection_env_steps
         return state
+
+
+LOOPS.register("offline_to_online", OfflineToOnlineRunner)

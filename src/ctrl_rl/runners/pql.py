@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from ctrl_rl.algos.pql import PQL, ROLES
+from ctrl_rl.runners import LOOPS
 from ctrl_rl.runners.base import Runner
 from ctrl_rl.utils.guards import check_learner_finite
 from ctrl_rl.utils.interrupts import GracefulStop, Interrupted, stop_requested
@@ -336,3 +337,6 @@ class PQLRunner(Runner):
             log.error("could not write a checkpoint after the failure: %r", exc)
             return None
         return path
+
+
+LOOPS.register("pql", PQLRunner)

@@ -1,15 +1,15 @@
 """Simulator backends and the task registry (``ctrl_rl.sims``).
 
 ``make_env(sim, task, num_envs, ...)`` turns a task id into a :class:`~ctrl_rl.env.VecEnv`.
-Each backend is one entry of :data:`SIMS`: a factory plus the task ids it lists. Backends
-import their simulator inside the factory, so importing this package costs nothing for
-simulators that are not used (gymnasium, later MuJoCo / Isaac Lab). A new backend calls
-:func:`register_sim` the same way the two below do.
+Each backend is one entry of :data:`SIMS` (a :class:`~ctrl_rl.registry.Registry`): a factory plus
+the task ids it lists. Backends import their simulator inside the factory, so importing this
+package costs nothing for simulators that are not used (gymnasium, later MuJoCo / Isaac Lab). A new
+backend calls :func:`register_sim` the same way the ones below do. Commands and runners build
+their envs through ``ctrl_rl.sims.build.build_env``, which calls :func:`make_env`.
 """
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from ctrl_rl.env import VecEnv
+from ctrl_rl.registry import Registry, UnknownNameError, closest
 
 __all__ = ["SIMS", "SimBackend", "check_task", "list_tasks", "make_env", "register_sim", "unavailable"]
 
@@ -43,8 +44,8 @@ class SimBackend:
     that does (``ctrl_rl.utils.extras``)."""
 
 
-SIMS: dict[str, SimBackend] = {}
-"""Sim backend name -> :class:`SimBackend`."""
+SIMS: Registry[SimBackend] = Registry("sim")
+"""Sim backend name (``sim=<name>``) -> :class:`SimBackend`."""
 
 
 def register_sim(name: str, make: Callable[..., VecEnv], tasks: Callable[[], list[str]], renders: bool = False,
@@ -53,8 +54,8 @@ def register_sim(name: str, make: Callable[..., VecEnv], tasks: Callable[[], lis
     """Add (or replace) a backend under ``name``; ``renders``: its envs implement ``render_frame``;
     ``closed``: ``tasks`` is exhaustive; ``physics``: the physics options ``make`` accepts; ``needs``:
     the modules it imports, and ``install``: how to get them when no extra does."""
-    SIMS[name] = SimBackend(make=make, tasks=tasks, renders=renders, closed=closed, physics=physics,
-                            needs=needs, install=install)
+    SIMS.register(name, SimBackend(make=make, tasks=tasks, renders=renders, closed=closed, physics=physics,
+                                   needs=needs, install=install))
 
 
 def unavailable(sim: str) -> str | None:
@@ -64,7 +65,7 @@ def unavailable(sim: str) -> str | None:
 
     from ctrl_rl.utils.extras import missing
 
-    backend = _backend(sim)
+    backend = SIMS[sim]
     for module in backend.needs:
         try:
             found = importlib.util.find_spec(module) is not None
@@ -77,29 +78,22 @@ def unavailable(sim: str) -> str | None:
 
 
 def check_task(sim: str, task: str) -> None:
-    """``ValueError`` when a backend with an exhaustive task list lacks ``task``: one line of at most 200
-    characters naming the closest registered id with the sim it needs, or else the sim's own tasks,
-    and ``ctrl-rl list`` for every sim's."""
-    backend = _backend(sim)
+    """:class:`~ctrl_rl.registry.UnknownNameError` when a backend with an exhaustive task list lacks ``task``:
+    one line of at most 200 characters naming the sims that have it, or the closest registered id with
+    the sim it needs, or else the sim's own tasks."""
+    backend = SIMS[sim]
     if not backend.closed or task in backend.tasks():
         return
-    listed = _closed_tasks()
-    elsewhere = [name for name, tasks in listed.items() if isinstance(tasks, list) and task in tasks]
-    if elsewhere:
-        raise ValueError(f"unknown task {task!r} for sim {sim!r}; it is a task of sim={' and sim='.join(elsewhere)}: "
-                         f"add sim={elsewhere[0]}")
-    owner: dict[str, str] = {}  # task -> the first sim that has it (mujoco before mjwarp)
-    for name, tasks in listed.items():
+    owners: dict[str, list[str]] = {}  # task -> the sims that have it (mujoco before mjwarp)
+    for name, tasks in _closed_tasks().items():
         for t in tasks if isinstance(tasks, list) else []:
-            owner.setdefault(t, name)
-    for guess in difflib.get_close_matches(task, list(owner), n=1):
-        needs = f" sim={owner[guess]}" if owner[guess] != sim else ""
-        raise ValueError(f"unknown task {task!r} for sim {sim!r}; did you mean task={guess}{needs}? "
-                         "(`ctrl-rl list` lists every task by sim)")
-    from ctrl_rl.utils.docs import fit_choices
-
-    raise ValueError(fit_choices(f"unknown task {task!r} for sim {sim!r}; sim={sim} has: ", sorted(backend.tasks()),
-                                 "`ctrl-rl list`", " (every sim's tasks: `ctrl-rl list`)"))
+            owners.setdefault(t, []).append(name)
+    context = f" for sim '{sim}'"
+    if task in owners:
+        context += f" (a task of sim={' and sim='.join(owners[task])})"
+    guess = task if task in owners else closest(task, owners)
+    suggestion = guess and guess + ("" if sim in owners[guess] else f" sim={owners[guess][0]}")
+    raise UnknownNameError.of("task", task, backend.tasks(), context=context, suggestion=suggestion)
 
 
 def _closed_tasks() -> dict[str, list[str] | str]:
@@ -120,12 +114,6 @@ def _closed_tasks() -> dict[str, list[str] | str]:
     return out
 
 
-def _backend(sim: str) -> SimBackend:
-    if sim not in SIMS:
-        raise ValueError(f"unknown sim {sim!r}; choose one of: {', '.join(sorted(SIMS))}")
-    return SIMS[sim]
-
-
 def make_env(
     sim: str,
     task: str,
@@ -142,7 +130,7 @@ def make_env(
     (``ctrl_rl.sims.history``). ``physics``: the backend's physics options (mjwarp:
     ``deterministic``, ``nconmax``, ``njmax``, ``cuda_graph``).
     """
-    backend = _backend(sim)
+    backend = SIMS[sim]
     if int(num_envs) < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
     unknown = sorted(set(physics or {}) - set(backend.physics))
@@ -163,7 +151,7 @@ def make_env(
 def list_tasks(sim: str | None = None) -> dict[str, list[str]]:
     """Sim backend name -> its listed task ids (all backends, or just ``sim``)."""
     if sim is not None:
-        return {sim: _backend(sim).tasks()}
+        return {sim: SIMS[sim].tasks()}
     return {name: SIMS[name].tasks() for name in sorted(SIMS)}
 
 
@@ -198,9 +186,9 @@ def task_parameters(sim: str, task: str, kwargs: dict[str, Any]) -> list[tuple[s
     if sim == "torch":
         from .torch_envs import TASKS as TORCH_TASKS
 
-        if task not in TORCH_TASKS:
+        env_cls = TORCH_TASKS.get(task)
+        if env_cls is None:
             return None
-        env_cls = TORCH_TASKS[task]
         params, docs = env_cls.Params.make(task, **kwargs), field_docs(env_cls.Params)
         if params.max_episode_length is None:
             params.max_episode_length = env_cls.max_episode_length
@@ -220,12 +208,9 @@ def _make_torch(
 ) -> VecEnv:
     from .torch_envs import TASKS
 
-    if task not in TASKS:
-        raise ValueError(
-            f"unknown task {task!r} for sim 'torch'; choose one of: {', '.join(sorted(TASKS))}"
-        )
-    TASKS[task].Params.make(task, **kw)  # a wrong name is refused naming the task id
-    return TASKS[task](num_envs, device, seed, **kw)
+    cls = TASKS[task]
+    cls.Params.make(task, **kw)  # a wrong name is refused naming the task id
+    return cls(num_envs, device, seed, **kw)
 
 
 GYMNASIUM_TASKS = ["MountainCarContinuous-v0", "Pendulum-v1",

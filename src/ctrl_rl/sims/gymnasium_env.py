@@ -29,6 +29,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector import VectorEnv as GymVectorEnv
 
 from ctrl_rl.env import Obs, StepResult, VecEnv
+from ctrl_rl.registry import UnknownNameError, closest
 
 from . import GYMNASIUM_TASKS as LISTED_TASKS
 
@@ -44,10 +45,8 @@ def make_gymnasium_vector(
 ) -> GymVectorEnv:
     """``gymnasium.make_vec`` asking for SAME_STEP autoreset where the mode allows kwargs."""
     if env_id not in gymnasium.registry:
-        raise ValueError(
-            f"unknown task {env_id!r} for sim 'gymnasium'; choose a registered gymnasium id, "
-            f"e.g. one of: {', '.join(LISTED_TASKS)}"
-        )
+        raise UnknownNameError.of("task", env_id, LISTED_TASKS, context=" for sim 'gymnasium'",
+                                  suggestion=closest(env_id, gymnasium.registry), also="a registered gymnasium id")
     vector_kwargs = dict(vector_kwargs or {})
     if vectorization_mode in ("sync", "async"):
         vector_kwargs.setdefault("autoreset_mode", AutoresetMode.SAME_STEP)

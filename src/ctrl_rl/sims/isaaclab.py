@@ -35,6 +35,7 @@ from typing import Any
 import torch
 
 from ctrl_rl.env import Obs, StepResult, VecEnv
+from ctrl_rl.registry import UnknownNameError
 
 log = logging.getLogger(__name__)
 
@@ -281,7 +282,7 @@ def make_mjlab_env(task: str, num_envs: int, device: str | torch.device = "cpu",
     except ImportError as exc:
         raise ValueError(f"{MJLAB_INSTALL} ({exc})") from None
     if task not in list_tasks():
-        raise ValueError(f"unknown task {task!r} for sim 'mjlab'; choose one of: {', '.join(list_tasks())}")
+        raise UnknownNameError.of("task", task, list_tasks(), context=" for sim 'mjlab'")
     cfg = load_env_cfg(task)
     cfg.scene.num_envs = num_envs
     if seed is not None:
@@ -311,8 +312,8 @@ def make_isaaclab_env(task: str, num_envs: int, device: str | torch.device = "cu
     from isaaclab_tasks.utils import parse_env_cfg
 
     if task not in gymnasium.registry:
-        known = sorted(k for k in gymnasium.registry if k.startswith("Isaac-"))
-        raise ValueError(f"unknown task {task!r} for sim 'isaaclab'; choose one of: {', '.join(known)}")
+        known = [k for k in gymnasium.registry if k.startswith("Isaac-")]
+        raise UnknownNameError.of("task", task, known, context=" for sim 'isaaclab'")
     cfg = parse_env_cfg(task, device=dev, num_envs=num_envs)
     if seed is not None:
         cfg.seed = seed

@@ -11,22 +11,6 @@ from functools import cache
 
 HELP_WIDTH = 100
 """Columns of ``--help`` and ``ctrl-rl list`` (a test keeps every line within it)."""
-ERROR_WIDTH = 200
-"""Characters of a one-line error that names choices, ``ctrl-rl: error: `` included: the choices
-that do not fit are counted and left to the command that lists them all."""
-
-
-def fit_choices(head: str, choices: list[str], where: str, tail: str = "", width: int = ERROR_WIDTH) -> str:
-    """``head``, ``choices`` joined by commas and ``tail`` when ``ctrl-rl: error: <line>`` fits in ``width``;
-    else as many choices as fit, the rest as ``... (N more: <where>)`` (no ``tail``)."""
-    room = width - len("ctrl-rl: error: ") - len(head)
-    if len(", ".join(choices) + tail) <= room:
-        return head + ", ".join(choices) + tail
-    for shown in range(len(choices) - 1, 0, -1):
-        text = ", ".join([*choices[:shown], f"... ({len(choices) - shown} more: {where})"])
-        if len(text) <= room:
-            return head + text
-    return head + f"... ({len(choices)} more: {where})"
 
 
 @cache

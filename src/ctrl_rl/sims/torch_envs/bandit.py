@@ -19,7 +19,7 @@ import torch
 
 from ctrl_rl.env import Obs
 
-from .base import State, TaskParams, TorchVecEnv, task_number
+from .base import State, TaskParams, TorchVecEnv, register_task, task_number
 
 
 @dataclasses.dataclass
@@ -64,3 +64,6 @@ class BimodalBanditEnv(TorchVecEnv):
 
     def _observe(self, state: State) -> Obs:
         return {"policy": (1.0 - state["t"]).unsqueeze(1)}
+
+
+register_task("bimodal_bandit", BimodalBanditEnv)

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import torch
 
 from ctrl_rl.env import Obs, StepResult, VecEnv
+from ctrl_rl.registry import Registry
 
 State = dict[str, torch.Tensor]
 """Physics state: named tensors, each ``[num_envs]`` or ``[num_envs, k]`` (float32 unless a
@@ -262,3 +263,16 @@ class TorchVecEnv(VecEnv):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_envs={self.num_envs}, device={self.device})"
+
+
+TASKS: Registry[type[TorchVecEnv]] = Registry("task", context=" for sim 'torch'")
+"""Task id -> env class, called as ``cls(num_envs, device, seed, **task_kwargs)``; each task's module
+registers it."""
+
+
+def register_task(name: str, cls: type[TorchVecEnv]) -> type[TorchVecEnv]:
+    """Add (or replace) a pure-torch task: ``ctrl-rl train task=<name>`` then builds ``cls`` (the
+    fields of its ``Params`` dataclass are the task's ``task.kwargs``, shown by ``--help``)."""
+    if not (isinstance(cls, type) and issubclass(cls, TorchVecEnv)):
+        raise TypeError(f"register_task({name!r}): {cls!r} is not a TorchVecEnv subclass")
+    return TASKS.register(name, cls)

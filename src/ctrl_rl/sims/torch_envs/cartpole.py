@@ -22,7 +22,7 @@ import torch
 
 from ctrl_rl.env import Obs
 
-from .base import State, TorchVecEnv, wrap_to_pi
+from .base import State, TorchVecEnv, register_task, wrap_to_pi
 from .draw import ACCENT, Canvas
 
 GRAVITY = 9.8
@@ -162,3 +162,7 @@ class CartpoleSwingupEnv(TorchVecEnv):
 
     def render_frame(self, env_idx: int = 0) -> np.ndarray:
         return draw_cartpole(self._state, env_idx)
+
+
+register_task("cartpole_balance", CartpoleBalanceEnv)
+register_task("cartpole_swingup", CartpoleSwingupEnv)

@@ -31,7 +31,7 @@ import torch
 
 from ctrl_rl.env import Obs
 
-from .base import State, TaskParams, TorchVecEnv, task_choice, task_number, wrap_to_pi
+from .base import State, TaskParams, TorchVecEnv, register_task, task_choice, task_number, wrap_to_pi
 from .draw import ACCENT, Canvas
 
 
@@ -128,3 +128,6 @@ class PendulumEnv(TorchVecEnv):
         canvas.disc(tip, 0.09 * self.l, ACCENT)
         canvas.disc((0.0, 0.0), 0.05 * self.l)
         return canvas.rgb()
+
+
+register_task("pendulum", PendulumEnv)

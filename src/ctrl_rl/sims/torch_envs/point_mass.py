@@ -25,7 +25,7 @@ import torch
 
 from ctrl_rl.env import Obs
 
-from .base import State, TaskParams, TorchVecEnv, task_number
+from .base import State, TaskParams, TorchVecEnv, register_task, task_number
 from .draw import ACCENT, TARGET, Canvas
 
 
@@ -102,3 +102,6 @@ class PointMassEnv(TorchVecEnv):
         canvas.disc(tuple(target), 0.06, TARGET)
         canvas.disc(tuple(pos), 0.05, ACCENT)
         return canvas.rgb()
+
+
+register_task("point_mass", PointMassEnv)
