@@ -84,6 +84,16 @@ class PPOConfig(MemoryConfig, AcceleratedConfig, GaussianPolicyConfig, ActorCrit
     ``none`` (rsl_rl's symmetry options; ``ctrl_rl/algos/symmetry.py``)."""
     symmetry_coef: float = 1.0
     """Weight of the mirror loss ``mean((mu(mirror s) - mirror mu(s))^2)`` (``symmetry=loss|both``)."""
+    smoothness_coef: float = 0.0
+    """Weight of the temporal smoothness loss on the actor's mean action: the mean squared second
+    difference ``mu(s_{t+1}) - 2 mu(s_t) + mu(s_{t-1})`` along each env's rollout (CAPS's temporal term,
+    ``algos/losses.py: action_smoothness_loss``); what the gait report's ``action smoothness`` measures.
+    0: off (rsl_rl has none). Feed-forward Gaussian policies."""
+    smoothness_target: Optional[float] = None
+    """Adapt the smoothness weight after each update to hold the loss near this value (x1.5 above 1.5
+    times it, /1.5 below a 1.5th; adaptive KL's rule), starting from ``smoothness_coef``; null: a fixed
+    weight. A target needs no tuning per robot: the weight falls away while the policy learns to walk
+    (its mean barely moves) and rises once it starts to jitter."""
 
     symmetric: ClassVar[bool] = True
     """Takes ``algo.symmetry``: the learners whose policy is not a Gaussian on the env's observations say no."""
@@ -100,6 +110,14 @@ class PPOConfig(MemoryConfig, AcceleratedConfig, GaussianPolicyConfig, ActorCrit
             _check(self.rnn_type == "none", f"{p}.symmetry",
                    "mirrors feed-forward minibatches; with a recurrent policy (algo.rnn_type) set it to none, or "
                    "use an observation history (task.kwargs.history_length=<frames>)")
+        _check(self.smoothness_coef >= 0, f"{p}.smoothness_coef", f"must be >= 0 (0 turns it off), got "
+               f"{self.smoothness_coef}")
+        _check(self.smoothness_coef == 0 or self.rnn_type == "none", f"{p}.smoothness_coef",
+               "pairs each step with its neighbours in a feed-forward minibatch; with a recurrent policy "
+               "(algo.rnn_type) set it to 0")
+        _check(self.smoothness_target is None or (self.smoothness_target > 0 and self.smoothness_coef > 0),
+               f"{p}.smoothness_target", "must be > 0 (or null), with algo.smoothness_coef > 0 as its starting "
+               f"weight; got target {self.smoothness_target}, coef {self.smoothness_coef}")
         _check(self.sampling_error_steps >= 0, f"{p}.sampling_error_steps",
                f"must be >= 0 (0 turns it off), got {self.sampling_error_steps}")
         _positive(self, p, "sampling_error_interval", "num_steps_per_env", "num_learning_epochs", "num_minibatches",

@@ -161,3 +161,32 @@ def teacher_mix(iteration: int, start: float, iterations: int) -> float:
     if iterations <= 0:
         return 0.0
     return start * max(0.0, 1.0 - iteration / iterations)
+
+
+def smoothness_neighbours(actor_obs: torch.Tensor, dones: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor,
+                                                                              torch.Tensor]:
+    """Each step's previous and next observation in its env, and whether both are in the same episode.
+
+    ``actor_obs``: ``[T, N, D]``; ``dones``: ``[T, N]`` (the episode ended at step t, so step t + 1 is
+    another episode's first). Returns ``(prev [T, N, D], next [T, N, D], valid [T, N])``: the rollout's
+    first and last steps have one neighbour only and are not valid, nor is a step next to an episode's end.
+    """
+    prev = torch.cat([actor_obs[:1], actor_obs[:-1]], 0)
+    nxt = torch.cat([actor_obs[1:], actor_obs[-1:]], 0)
+    valid = torch.zeros_like(dones)
+    valid[1:-1] = ~dones[:-2] & ~dones[1:-1]
+    return prev, nxt, valid
+
+
+def action_smoothness_loss(prev_mean: torch.Tensor, mean: torch.Tensor, next_mean: torch.Tensor,
+                           valid: torch.Tensor) -> torch.Tensor:
+    """Temporal smoothness of the policy's mean action (CAPS, Mysore et al. 2021, on the second difference):
+    ``mean over valid steps and action dims of (mu(s_{t+1}) - 2 mu(s_t) + mu(s_{t-1}))^2``.
+
+    The second difference is what the gait report's ``action smoothness`` measures (its RMS): a gait's
+    steady swing costs little (a 2.5 Hz sine of amplitude 1 at 50 Hz: 0.005), tick-to-tick jitter a lot
+    (alternating +-0.25: 1.0). On the mean, not the sampled action, so it shapes the policy that is
+    deployed and never fights the exploration noise; no valid step gives 0."""
+    d2 = ((next_mean - 2.0 * mean + prev_mean) ** 2).mean(-1)
+    w = valid.to(d2.dtype)
+    return (d2 * w).sum() / w.sum().clamp(min=1.0)

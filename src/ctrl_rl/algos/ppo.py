@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -25,10 +26,16 @@ from ctrl_rl.algos.base import Learner
 from ctrl_rl.algos.diagnostics import sampling_error
 from ctrl_rl.algos.graphs import CapturedStep, update_precision
 from ctrl_rl.algos.heads import GaussianHead, PolicyHead
-from ctrl_rl.algos.losses import compute_gae, explained_variance, value_loss
+from ctrl_rl.algos.losses import (
+    action_smoothness_loss,
+    compute_gae,
+    explained_variance,
+    smoothness_neighbours,
+    value_loss,
+)
 from ctrl_rl.algos.registry import register_learner
 from ctrl_rl.algos.rollouts import OneRollout
-from ctrl_rl.algos.schedule import LearningRate
+from ctrl_rl.algos.schedule import LearningRate, adapt_weight
 from ctrl_rl.algos.symmetry import Symmetry, mirror_loss, mirror_minibatch
 from ctrl_rl.config_onpolicy import PPOConfig
 from ctrl_rl.env import Obs
@@ -40,6 +47,9 @@ from ctrl_rl.storage.rollout import Minibatch, RolloutStorage, env_minibatches, 
 from ctrl_rl.utils.guards import check_finite
 
 log = logging.getLogger(__name__)
+
+_NEIGHBOURS = ("smooth_prev_obs", "smooth_next_obs", "smooth_valid")
+"""The training batch's extras for ``algo.smoothness_coef``: each sample's neighbouring observations."""
 
 
 def normalize_advantages(adv: torch.Tensor) -> torch.Tensor:
@@ -87,6 +97,11 @@ class PPO(Learner):
         self.num_updates = 0  # completed updates (checkpointed: schedules keyed on it resume exactly)
         self.total_updates: int | None = None  # the run's length (``schedule=linear``)
         self.last_sampling_error: float | None = None
+        if cfg.smoothness_coef > 0 and not self.head.gaussian:
+            raise ValueError(f"algo.smoothness_coef: {cfg.name}'s policy has no Gaussian mean to smooth; set it to 0")
+        self.smoothness_weight = torch.tensor(float(cfg.smoothness_coef), device=self.device)
+        """The smoothness loss's weight: ``smoothness_coef``, steered by ``smoothness_target`` (a device tensor a
+        compiled loss reads as an input, updated in place; checkpointed)."""
         self.symmetry: Symmetry | None = None
         """The mirror maps of ``algo.symmetry`` (set by :meth:`set_mirror`), None without it."""
         self._loss = torch.compile(self.minibatch_loss) if cfg.compile else self.minibatch_loss
@@ -197,6 +212,8 @@ class PPO(Learner):
         cfg = self.cfg
         self.lr.anneal(self.num_updates, self.total_updates)
         batch = self.source.training_batch(self.model)
+        if cfg.smoothness_coef > 0:
+            batch.update(self._neighbours())
         out_pre: dict[str, float] = {}
         if cfg.sampling_error_steps > 0:  # measured on the data before it trains the policy
             if self.num_updates % cfg.sampling_error_interval == 0:
@@ -228,10 +245,19 @@ class PPO(Learner):
             check_finite(f"loss/{key}", torch.tensor(out[key]), "the PPO update",
                          hint="lower algo.learning_rate, keep algo.normalize_obs=true, "
                               "or check rewards for huge values")
+        if cfg.smoothness_target is not None:
+            out["smoothness_coef"] = float(self.smoothness_weight)  # the weight this update trained with
+            self.smoothness_weight.fill_(adapt_weight(out["smoothness_coef"], out["smoothness"], cfg.smoothness_target))
         out.update(out_pre)
         out.update(self.source.after_update(self.model, self.generator))
         self.num_updates += 1
         return out
+
+    def _neighbours(self) -> dict[str, torch.Tensor]:
+        """:data:`_NEIGHBOURS` of every sample, flattened in the training batch's order."""
+        parts = [smoothness_neighbours(s.actor_obs, s.dones) for s in self.source.rollouts()]
+        flat = lambda x: torch.cat([p.reshape(-1, *p.shape[2:]) for p in x])  # noqa: E731
+        return dict(zip(_NEIGHBOURS, (flat(column) for column in zip(*parts, strict=True)), strict=True))
 
     def _minibatches(self, batch: dict[str, torch.Tensor], num_minibatches: int) -> Iterator[Minibatch]:
         """One epoch: random samples, or (recurrent) whole envs with their trajectories."""
@@ -247,6 +273,9 @@ class PPO(Learner):
         cfg, sym = self.cfg, self.symmetry
         mb = through_memory(self.model, mb)
         original_obs = mb.actor_obs
+        neighbours = [mb.extra[k] for k in _NEIGHBOURS] if cfg.smoothness_coef > 0 else None
+        if neighbours is not None:
+            mb = replace(mb, extra={k: v for k, v in mb.extra.items() if k not in _NEIGHBOURS})
         if sym is not None and sym.augment:
             mb = mirror_minibatch(mb, sym)
         v_loss = self.critic_loss(mb)
@@ -266,6 +295,12 @@ class PPO(Learner):
             if sym.loss:
                 loss = loss + cfg.symmetry_coef * sym_loss
             stats["symmetry"] = sym_loss.detach()
+        if neighbours is not None:
+            prev_obs, next_obs, valid = neighbours
+            mean = lambda obs: self.model.actor.distribution(obs)[0]  # noqa: E731
+            smooth = action_smoothness_loss(mean(prev_obs), mean(original_obs), mean(next_obs), valid)
+            loss = loss + self.smoothness_weight * smooth
+            stats["smoothness"] = smooth.detach()
         return loss, {"value": v_loss.detach(), "surrogate": surrogate.detach(), "entropy": entropy.detach(), **stats}
 
     def critic_loss(self, mb: Minibatch) -> torch.Tensor:
@@ -307,6 +342,7 @@ class PPO(Learner):
             "value_normalizer": self.value_normalizer.state_dict() if self.value_normalizer else None,
             "generator": self.generator.get_state(),
             "num_updates": self.num_updates,
+            "smoothness_weight": float(self.smoothness_weight),
             "last_sampling_error": self.last_sampling_error,
             **self.source.state_dict(),
             "episode_state": self.head.episode_state(self.model),
@@ -319,6 +355,7 @@ class PPO(Learner):
         self.optimizer.load_state_dict(state["optimizer"])
         self.lr.set(state["learning_rate"])  # either lr form, whichever the checkpoint was written with
         self.num_updates = state.get("num_updates", 0)
+        self.smoothness_weight.fill_(state.get("smoothness_weight", self.cfg.smoothness_coef))
         self.last_sampling_error = state.get("last_sampling_error")
         if self.value_normalizer is not None and state.get("value_normalizer") is not None:
             self.value_normalizer.load_state_dict(state["value_normalizer"])

@@ -61,3 +61,18 @@ class LearningRate:
         if self.tensor is not None:
             self.value = float(self.tensor)
         return self.value
+
+
+SMOOTHNESS_WEIGHT_BOUNDS = (1e-4, 100.0)
+"""The range :func:`adapt_weight` keeps a penalty's weight in."""
+
+
+def adapt_weight(weight: float, measured: float, target: float,
+                 bounds: tuple[float, float] = SMOOTHNESS_WEIGHT_BOUNDS) -> float:
+    """A penalty weight steered to hold ``measured`` near ``target`` (the adaptive-KL rule): x1.5 when it is
+    above 1.5 x ``target``, /1.5 below ``target`` / 1.5, unchanged between; within ``bounds``."""
+    if measured > 1.5 * target:
+        weight *= 1.5
+    elif measured < target / 1.5:
+        weight /= 1.5
+    return min(max(weight, bounds[0]), bounds[1])

@@ -19,7 +19,7 @@ from ctrl_rl.utils.profiling import split_text
 LOSS_TAGS = {"value": "Loss/value", "surrogate": "Loss/surrogate", "entropy": "Loss/entropy",
              "learning_rate": "Loss/learning_rate", "mean_std": "Policy/mean_std",
              "approx_kl": "Policy/approx_kl", "clip_fraction": "Policy/clip_fraction",
-             "explained_variance": "Policy/explained_variance"}
+             "explained_variance": "Policy/explained_variance", "smoothness_coef": "Policy/smoothness_coef"}
 """Learner stat -> TensorBoard tag; stats not listed go to ``Loss/<name>``."""
 
 
