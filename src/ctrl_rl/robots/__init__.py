@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ctrl_rl.registry import Registry
+from ctrl_rl.task import MjTaskClass, MjTaskConfig
 from ctrl_rl.utils.modules import import_package_modules
 
 MUJOCO_SIMS = ("mujoco", "mjwarp")
@@ -37,17 +38,17 @@ class RobotTask:
 
     name: str
     """``task=<name>`` on the command line."""
-    config: type
+    config: type[MjTaskConfig]
     """Its parameters: a dataclass with ``from_kwargs`` (``task.kwargs.<field>``), documented per field."""
-    task: type
-    """The task class (``build_model``, the step hooks; see ``ctrl_rl.sims.mujoco_env``)."""
+    task: MjTaskClass
+    """The task class (``build_model``, the step hooks): the contract of ``ctrl_rl.task``."""
     defaults: Mapping[str, Any] = field(default_factory=dict)
     """Parameter values of this id that differ from the config's (e.g. ``{"robot": "path/to/robot.yaml"}``)."""
     tune: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Tuned settings per learner, ``{"ppo": {"env.num_envs": 256, ...}}``: what a
     ``configs/tune/<algo>_<task>.yaml`` would hold (the file wins where both exist)."""
 
-    def make_config(self, **kwargs: Any) -> Any:
+    def make_config(self, **kwargs: Any) -> MjTaskConfig:
         """The task's config from ``task.kwargs`` over this id's defaults; a wrong name is refused
         with the valid ones."""
         return self.config.from_kwargs(**{**self.defaults, **kwargs})
@@ -74,9 +75,11 @@ ROBOTS: Registry[Path] = Registry("robot", load=_shipped_robots, also="a robot Y
 """Robot YAMLs by name (``robot=<name>``): the shipped ones of this folder, and any a user registers."""
 
 
-def register_task(name: str, *, config: type, task: type, defaults: Mapping[str, Any] | None = None,
+def register_task(name: str, *, config: type[MjTaskConfig], task: MjTaskClass,
+                  defaults: Mapping[str, Any] | None = None,
                   tune: Mapping[str, Mapping[str, Any]] | None = None) -> RobotTask:
-    """Add (or replace) MuJoCo-family task ``name``; returns its entry."""
+    """Add (or replace) MuJoCo-family task ``name``: ``config`` and ``task`` meet ``ctrl_rl.task``'s
+    ``MjTaskConfig`` and ``MjTaskClass`` (``tests/task_conformance.py`` checks one); returns its entry."""
     if not hasattr(config, "from_kwargs"):
         raise TypeError(f"register_task({name!r}): config {config.__name__} needs a from_kwargs classmethod")
     return TASKS.register(name, RobotTask(name=name, config=config, task=task, defaults=dict(defaults or {}),

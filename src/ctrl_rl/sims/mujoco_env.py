@@ -19,11 +19,13 @@ import torch
 
 from ctrl_rl.env import Obs, StepResult, VecEnv
 from ctrl_rl.mirror import EnvMirror
+from ctrl_rl.task import MjTask
 from ctrl_rl.utils.cuda_graphs import CapturedStep, clone_tensors, keep_bindings
 
 
 class Physics(ABC):
-    """N worlds of one model, seen from torch. Subclasses: ``CpuPhysics``, ``WarpPhysics``."""
+    """N worlds of one model, seen from torch. Subclasses: ``CpuPhysics``, ``WarpPhysics``. A task sees
+    the part of it that ``ctrl_rl.task.PhysicsView`` lists."""
 
     batched_rays: bool = False
     """Whether :meth:`cast_down` casts every world's rays in one native call (fast enough to scan
@@ -90,17 +92,18 @@ class Physics(ABC):
 
 
 class MjVecEnv(VecEnv):
-    """A robots task on a :class:`Physics`, honouring the VecEnv contract.
+    """A MuJoCo-family task on a :class:`Physics`, honouring the VecEnv contract.
 
     ``task`` is built by the caller from the same model the physics holds (see
-    ``ctrl_rl.sims.make_mujoco_env``); it provides ``obs_dims``, ``action_dim``,
-    ``max_episode_length``, ``step_dt``, ``decimation`` and the hooks used below.
+    :func:`make_mujoco_env`) and meets ``ctrl_rl.task.MjTask`` (the optional hooks of
+    ``MjTaskExtras`` are looked up with ``getattr``); the module docstring there gives the order
+    in which this class calls the hooks.
     """
 
     CHECK_EVERY = 50
     """Control steps between host reads of the task's simulation check (``check_simulation``)."""
 
-    def __init__(self, physics: Physics, task: Any, seed: int | None = None, cuda_graph: bool = False) -> None:
+    def __init__(self, physics: Physics, task: MjTask, seed: int | None = None, cuda_graph: bool = False) -> None:
         """``cuda_graph``: on a CUDA device, replay the step's torch work as CUDA graphs (three per
         step, around the physics' own graphs); needs a physics with ``forward_written_rows`` and a
         task declaring ``graph_safe``. On CPU the same segments run eagerly."""
@@ -244,7 +247,7 @@ class MjVecEnv(VecEnv):
     def obs_terms(self) -> dict[str, list[tuple[str, int]]]:
         return {g: [(t.name, t.dim) for t in terms] for g, terms in self.task.obs_terms.items()}
 
-    def mirror(self) -> EnvMirror:
+    def mirror(self) -> EnvMirror | None:
         return self.task.mirror()
 
     def deploy_metadata(self) -> dict[str, Any]:
@@ -252,7 +255,8 @@ class MjVecEnv(VecEnv):
 
         meta = self.task.deploy_metadata()
         meta["physics_dt"] = float(self.physics.model.opt.timestep)
-        meta["robot_derived"] = derived_values(self.physics.model, self.task.robot)  # standing height, mass, legs
+        if self.task.robot is not None:  # a task without a robot (an arm from its own MJCF) has no robot size
+            meta["robot_derived"] = derived_values(self.physics.model, self.task.robot)  # standing height, mass, legs
         return meta
 
     # -- rendering --------------------------------------------------------------------------
@@ -281,14 +285,15 @@ class MjVecEnv(VecEnv):
 
 def make_mujoco_env(physics_factory: Any, task: str, num_envs: int, device: str | torch.device,
                     seed: int | None, cuda_graph: bool = False, **task_kwargs: Any) -> MjVecEnv:
-    """Build a ``ctrl_rl.robots`` task on the physics ``physics_factory(model, num_envs, device)``;
-    the task config's ``apply_physics(model, robot)`` sets its physics profile first."""
+    """Build a registered task (``ctrl_rl.robots.TASKS``) on the physics ``physics_factory(model, num_envs,
+    device)``; the task config's ``apply_physics(model, robot)`` sets its physics profile first. A config
+    whose ``robot`` is None builds its model without one (``ctrl_rl.task.MjTaskConfig``)."""
     from ctrl_rl.robots import task_entry
     from ctrl_rl.robots.robot import load_robot
 
     entry = task_entry(task)
     task_cls, cfg = entry.task, entry.make_config(**task_kwargs)
-    robot = load_robot(cfg.robot)
+    robot = load_robot(cfg.robot) if cfg.robot is not None else None
     model, layout = task_cls.build_model(cfg, robot)
     cfg.apply_physics(model, robot)  # the task's physics profile (or the MJCF's: `physics: mjcf`), on every backend
     physics = physics_factory(model, num_envs, torch.device(device))
