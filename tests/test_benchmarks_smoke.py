@@ -306,3 +306,12 @@ def test_play_video_films_a_tiny_run_and_reads_the_file_back() -> None:
     assert float(values["seconds"]) > 0, stdout
     assert (values["frames"], values["fps"], values["width"], values["height"]) == ("5", "50", "640", "480")
     assert float(values["video_s"]) == 0.1 and "| function | calls | s | share |" in stdout
+
+
+def test_preset_times_projects_a_run_from_its_steady_rate() -> None:
+    """``benchmarks/preset_times.py`` at 3 iterations of the default preset: the table row and a projection of
+    its 600 iterations that is the warm-up plus 598 steady iterations."""
+    stdout, values = run_benchmark("preset_times.py", "--presets", "default", "--iterations", "3", "--warmup", "2")
+    row = next(line for line in stdout.splitlines() if line.startswith("| default |"))
+    per = float(row.split("|")[4])
+    assert float(values["default_min"]) >= per * 598 / 60 > 0, stdout

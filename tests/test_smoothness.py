@@ -95,10 +95,22 @@ def test_a_jittery_policy_raises_the_adaptive_weight_and_a_checkpoint_keeps_it()
         out = alg.update()
         weights.append(out["smoothness_coef"])
     assert weights == pytest.approx([0.01, 0.015, 0.0225])  # smoothness ~4, far above 0.03: x1.5 per update
+    assert float(alg.smoothness_weight) == pytest.approx(0.0225 * 1.5)
     state = alg.state_dict()
     resumed = PPO(cfg, {"policy": 1}, 1, num_envs=4, device="cpu")
     resumed.load_state_dict(state)
     assert float(resumed.smoothness_weight) == pytest.approx(0.0225 * 1.5)
+
+
+def test_the_loss_waits_for_its_start():
+    cfg = PPOConfig(num_steps_per_env=8, actor_hidden=[], critic_hidden=[8], normalize_obs=False,
+                    smoothness_coef=0.01, smoothness_target=0.02, smoothness_start=2)
+    alg = PPO(cfg, {"policy": 1}, 1, num_envs=4, device="cpu")
+    seen = []
+    for _ in range(3):
+        fill_alternating(alg, 8, 4)
+        seen.append("smoothness" in alg.update())
+    assert seen == [False, False, True] and float(alg.smoothness_weight) == pytest.approx(0.015)
 
 
 def test_training_logs_the_smoothness_loss_and_non_gaussian_policies_refuse_it(tmp_path):

@@ -89,6 +89,10 @@ class PPOConfig(MemoryConfig, AcceleratedConfig, GaussianPolicyConfig, ActorCrit
     difference ``mu(s_{t+1}) - 2 mu(s_t) + mu(s_{t-1})`` along each env's rollout (CAPS's temporal term,
     ``algos/losses.py: action_smoothness_loss``); what the gait report's ``action smoothness`` measures.
     0: off (rsl_rl has none). Feed-forward Gaussian policies."""
+    smoothness_start: int = 0
+    """Updates before the smoothness loss starts (the policy first learns to walk: on the rollouts of a
+    policy still exploring at std ~1, the loss holds the mean still against the states' jolts and the
+    policy does not learn to balance; measured in docs/experiments/gait_recipe.md)."""
     smoothness_target: Optional[float] = None
     """Adapt the smoothness weight after each update to hold the loss near this value (x1.5 above 1.5
     times it, /1.5 below a 1.5th; adaptive KL's rule), starting from ``smoothness_coef``; null: a fixed
@@ -115,6 +119,7 @@ class PPOConfig(MemoryConfig, AcceleratedConfig, GaussianPolicyConfig, ActorCrit
         _check(self.smoothness_coef == 0 or self.rnn_type == "none", f"{p}.smoothness_coef",
                "pairs each step with its neighbours in a feed-forward minibatch; with a recurrent policy "
                "(algo.rnn_type) set it to 0")
+        _check(self.smoothness_start >= 0, f"{p}.smoothness_start", f"must be >= 0, got {self.smoothness_start}")
         _check(self.smoothness_target is None or (self.smoothness_target > 0 and self.smoothness_coef > 0),
                f"{p}.smoothness_target", "must be > 0 (or null), with algo.smoothness_coef > 0 as its starting "
                f"weight; got target {self.smoothness_target}, coef {self.smoothness_coef}")

@@ -212,7 +212,8 @@ class PPO(Learner):
         cfg = self.cfg
         self.lr.anneal(self.num_updates, self.total_updates)
         batch = self.source.training_batch(self.model)
-        if cfg.smoothness_coef > 0:
+        smoothing = cfg.smoothness_coef > 0 and self.num_updates >= cfg.smoothness_start
+        if smoothing:
             batch.update(self._neighbours())
         out_pre: dict[str, float] = {}
         if cfg.sampling_error_steps > 0:  # measured on the data before it trains the policy
@@ -245,7 +246,7 @@ class PPO(Learner):
             check_finite(f"loss/{key}", torch.tensor(out[key]), "the PPO update",
                          hint="lower algo.learning_rate, keep algo.normalize_obs=true, "
                               "or check rewards for huge values")
-        if cfg.smoothness_target is not None:
+        if smoothing and cfg.smoothness_target is not None:
             out["smoothness_coef"] = float(self.smoothness_weight)  # the weight this update trained with
             self.smoothness_weight.fill_(adapt_weight(out["smoothness_coef"], out["smoothness"], cfg.smoothness_target))
         out.update(out_pre)
@@ -273,7 +274,7 @@ class PPO(Learner):
         cfg, sym = self.cfg, self.symmetry
         mb = through_memory(self.model, mb)
         original_obs = mb.actor_obs
-        neighbours = [mb.extra[k] for k in _NEIGHBOURS] if cfg.smoothness_coef > 0 else None
+        neighbours = [mb.extra[k] for k in _NEIGHBOURS] if _NEIGHBOURS[0] in mb.extra else None
         if neighbours is not None:
             mb = replace(mb, extra={k: v for k, v in mb.extra.items() if k not in _NEIGHBOURS})
         if sym is not None and sym.augment:
