@@ -35,9 +35,9 @@ import torch
 
 from ctrl_rl.app.configure import load_train_config
 from ctrl_rl.app.session import build_env
+from ctrl_rl.app.train import seed_everything
 from ctrl_rl.runners import make_runner
 from ctrl_rl.runners.episodes import run_episodes
-from ctrl_rl.utils.checkpoint import seed_everything
 
 
 def run(algo: str, seed: int, args: argparse.Namespace) -> dict:

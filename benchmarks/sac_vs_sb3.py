@@ -116,9 +116,9 @@ def run_ours(spec: dict) -> dict:
     from ctrl_rl.app.configure import load_train_config
     from ctrl_rl.app.evaluate import evaluate
     from ctrl_rl.app.session import build_env
+    from ctrl_rl.app.train import seed_everything
     from ctrl_rl.runners import make_runner
     from ctrl_rl.runners.episodes import run_episodes
-    from ctrl_rl.utils.checkpoint import seed_everything
 
     cfg = load_train_config(_ours_overrides(spec))
     seed_everything(cfg.seed)

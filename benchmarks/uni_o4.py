@@ -55,10 +55,10 @@ import torch
 
 from ctrl_rl.app.configure import load_train_config
 from ctrl_rl.app.session import build_env
+from ctrl_rl.app.train import seed_everything
 from ctrl_rl.nets.actor_critic import concat_groups
 from ctrl_rl.runners import make_runner
 from ctrl_rl.runners.episodes import collect_dataset, run_episodes, with_action_noise
-from ctrl_rl.utils.checkpoint import seed_everything
 
 
 class Bench:

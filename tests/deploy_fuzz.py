@@ -42,8 +42,8 @@ import numpy as np
 
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 from ctrl_rl.deploy import messages as m  # noqa: E402
-from ctrl_rl.deploy.config import TopicQos  # noqa: E402
 from ctrl_rl.deploy.height_map import HeightMapSpec  # noqa: E402
+from ctrl_rl.deploy.node_params import TopicQos  # noqa: E402
 from ctrl_rl.deploy.runtime import OnnxPolicy  # noqa: E402
 from ctrl_rl.deploy.transports import make_transport  # noqa: E402
 from ctrl_rl.deploy.transports.unitree import LOWSTATE  # noqa: E402

@@ -27,7 +27,7 @@ from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
 from rcl_interfaces.srv import GetParameters, SetParameters
 
 from ctrl_rl.deploy import messages as m
-from ctrl_rl.deploy.config import TopicQos
+from ctrl_rl.deploy.node_params import TopicQos
 from ctrl_rl.deploy.runtime import OnnxPolicy
 from ctrl_rl.deploy.transports.ros2 import RclpyTransport
 

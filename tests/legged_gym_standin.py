@@ -212,9 +212,9 @@ def _make_standin(num_envs: int, device: torch.device, kwargs: dict[str, Any]) -
 
 def register() -> None:
     """Make the stand-in ``sim=isaacgym task=legged_standin`` (what the adapter's tests train on)."""
-    from ctrl_rl.sims.isaacgym import register_task
+    from ctrl_rl.sims.isaacgym import register_isaacgym_task
 
-    register_task("legged_standin", _make_standin)
+    register_isaacgym_task("legged_standin", _make_standin)
 
 
 register()

@@ -75,14 +75,14 @@ def test_help_and_cfg_of_every_tune_preset_print_without_its_simulator() -> None
 import contextlib, io, sys
 sys.modules["mujoco"] = sys.modules["mujoco_warp"] = None
 from ctrl_rl.algos.registry import learners
-from ctrl_rl.app.cli import _train_help
+from ctrl_rl.app.catalog import train_help
 from ctrl_rl.app.configure import available
 from ctrl_rl.app.train import train
 for preset in available("tune"):
     algo = max((a for a in learners() if preset.startswith(a + "_")), key=len)
     task = max((t for t in available("task") if preset[len(algo) + 1:].startswith(t)), key=len)
     argv = [f"algo={algo}", f"task={task}", f"tune={preset}"]
-    assert f"keys for algo={algo} task={task}" in _train_help(argv), preset
+    assert f"keys for algo={algo} task={task}" in train_help(argv), preset
     with contextlib.redirect_stdout(io.StringIO()) as out:
         train(argv, print_cfg=True)
     assert f"name: {algo}" in out.getvalue(), preset

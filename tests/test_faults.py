@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from ctrl_rl.app.train import train
-from ctrl_rl.utils.checkpoint import is_intact
+from ctrl_rl.utils.checkpoint_files import is_intact
 from ctrl_rl.utils.guards import NonFiniteError
 
 HERE = Path(__file__).parent

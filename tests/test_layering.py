@@ -125,3 +125,48 @@ def test_only_the_env_builder_calls_make_env():
     """Commands and runners get their env from ``sims/build.py: build_env``, so every env (training's,
     an offline runner's evaluation env) has the config's ``sim.*`` options; none calls ``make_env``."""
     assert make_env_callers() - BACKEND_DISPATCH == {ENV_BUILDER}
+
+
+FUNCTION_IMPORTS_MAX = 30
+"""Imports of the package's own modules inside functions (issue 50): each one an optional extra or
+start-up time, said on its line."""
+
+
+def function_level_imports() -> list[tuple[str, int, str]]:
+    """``(file, line, text)`` of every import of a ``ctrl_rl`` module inside a function (relative ones
+    included), once each however deeply the functions nest."""
+    found = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        lines = path.read_text().splitlines()
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                for node in ast.walk(fn):
+                    if isinstance(node, ast.Import | ast.ImportFrom) and imports_of(node):
+                        found.add((str(path.relative_to(ROOT)), node.lineno, lines[node.lineno - 1].strip()))
+    return sorted(found)
+
+
+def imports_of(node: ast.Import | ast.ImportFrom) -> bool:
+    """Whether ``node`` imports one of the package's own modules."""
+    if isinstance(node, ast.ImportFrom):
+        return node.level > 0 or (node.module or "").split(".")[0] == "ctrl_rl"
+    return any(a.name.split(".")[0] == "ctrl_rl" for a in node.names)
+
+
+def test_imports_inside_functions_are_few_and_each_says_why():
+    """A module imports its own package at the top; inside a function only for an optional extra
+    (``# optional ...``: mujoco, cyclonedds, rclpy, onnx, ...) or start-up time (``# start-up: ...``:
+    the CLI's parser and ``ctrl-rl deploy`` never import torch)."""
+    found = function_level_imports()
+    listing = "\n".join(f"{f}:{n}: {text}" for f, n, text in found)
+    assert len(found) <= FUNCTION_IMPORTS_MAX, f"{len(found)} imports inside functions:\n{listing}"
+    silent = [f"{f}:{n}: {text}" for f, n, text in found
+              if not re.search(r"#\s*(optional|start-up)\b", text)]
+    assert not silent, "say why each import is inside a function (# optional ... / # start-up: ...):\n" + \
+        "\n".join(silent)
+
+
+def test_the_import_counter_sees_a_function_level_import():
+    tree = ast.parse("def f():\n    from .robot import X\n    import os\n")
+    nodes = [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
+    assert [imports_of(n) for n in nodes] == [True, False]

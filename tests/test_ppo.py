@@ -132,8 +132,8 @@ def _train_pendulum(iterations: int, **algo_flags) -> tuple[list[torch.Tensor], 
     """A few PPO iterations on the torch pendulum (adaptive KL on, value normalization on)."""
     from ctrl_rl.app.configure import load_train_config
     from ctrl_rl.app.session import build_env
+    from ctrl_rl.app.train import seed_everything
     from ctrl_rl.runners import make_runner
-    from ctrl_rl.utils.checkpoint import seed_everything
 
     cfg = load_train_config(["task=pendulum", "env.num_envs=32", "runner.progress=false", "seed=5"])
     cfg = dataclasses.replace(cfg, algo=dataclasses.replace(cfg.algo, **algo_flags))
@@ -213,7 +213,7 @@ def test_precision_flags_reach_the_update():
     (``algo.cudagraphs``, uncaptured on CPU) computes what the eager bf16 step does."""
     from types import SimpleNamespace
 
-    from ctrl_rl.algos.graphs import update_precision
+    from ctrl_rl.algos.precision import update_precision
     from ctrl_rl.app.configure import load_train_config
 
     matmul = torch.backends.cuda.matmul

@@ -23,7 +23,7 @@ from ctrl_rl.registry import UnknownNameError
 from ctrl_rl.robots import ROBOTS, task_entry
 from ctrl_rl.runners import runner_class
 from ctrl_rl.sims import SIMS, make_env
-from ctrl_rl.sims.torch_envs import TASKS, register_task
+from ctrl_rl.sims.torch_envs import TASKS, register_torch_task
 from ctrl_rl.sims.torch_envs.base import State, TaskParams, TorchVecEnv
 from ctrl_rl.utils.docs import field_docs
 
@@ -97,7 +97,7 @@ def ctrl_rl(*argv: str) -> None:
 def a2c_and_reach_1d():
     """This file's learner and task, registered for one test and taken out after it."""
     register_learner("a2c_test", config=A2CConfig, build=make_a2c, loop="online")
-    register_task("reach_1d", Reach1D)
+    register_torch_task("reach_1d", Reach1D)
     yield
     del LEARNERS["a2c_test"], TASKS["reach_1d"]
 

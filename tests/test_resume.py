@@ -15,7 +15,7 @@ from ctrl_rl.app.configure import load_train_config
 from ctrl_rl.app.session import build_env
 from ctrl_rl.app.train import train
 from ctrl_rl.runners import make_runner
-from ctrl_rl.utils.checkpoint import rng_state, save_atomic
+from ctrl_rl.utils.checkpoint_files import rng_state, save_atomic
 
 SMALL = ["task=pendulum", "env.num_envs=32", "algo.num_steps_per_env=16", "algo.actor_hidden=[32,32]",
          "algo.critic_hidden=[32,32]", "algo.num_minibatches=4", "runner.save_interval=2", "runner.progress=false"]

@@ -18,7 +18,7 @@ import torch
 from ctrl_rl.algos import make_algorithm
 from ctrl_rl.algos.registry import DEFAULT_LEARNER, learner
 from ctrl_rl.config import TrainConfig
-from ctrl_rl.utils.checkpoint import CheckpointError, load_file, resolve_checkpoint
+from ctrl_rl.utils.checkpoint_files import CheckpointError, load_file, resolve_checkpoint
 
 log = logging.getLogger(__name__)
 

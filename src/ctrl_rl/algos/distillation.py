@@ -20,6 +20,7 @@ from torch import nn
 
 from ctrl_rl import distributed
 from ctrl_rl.algos.base import SupervisedLearner
+from ctrl_rl.algos.checkpoints import load_learner
 from ctrl_rl.algos.losses import distillation_loss, teacher_mix
 from ctrl_rl.algos.registry import register_learner
 from ctrl_rl.config_onpolicy import DistillationConfig
@@ -56,8 +57,6 @@ class Student(GroupedModel):
 def load_teacher(spec: str, obs_dims: dict[str, int], action_dim: int,
                  device: torch.device) -> tuple[GaussianActor, list[str]]:
     """The frozen Gaussian actor of checkpoint ``spec`` and the groups it reads, checked against this env."""
-    from ctrl_rl.algos.checkpoints import load_learner
-
     _, path, alg, state = load_learner(spec)
     model = alg.model
     actor = getattr(model, "actor", None)

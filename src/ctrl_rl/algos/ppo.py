@@ -24,7 +24,6 @@ from torch import nn
 from ctrl_rl import distributed
 from ctrl_rl.algos.base import Learner
 from ctrl_rl.algos.diagnostics import sampling_error
-from ctrl_rl.algos.graphs import CapturedStep, update_precision
 from ctrl_rl.algos.heads import GaussianHead, PolicyHead
 from ctrl_rl.algos.losses import (
     action_smoothness_loss,
@@ -33,6 +32,7 @@ from ctrl_rl.algos.losses import (
     smoothness_neighbours,
     value_loss,
 )
+from ctrl_rl.algos.precision import update_precision
 from ctrl_rl.algos.registry import register_learner
 from ctrl_rl.algos.rollouts import OneRollout
 from ctrl_rl.algos.schedule import LearningRate, adapt_weight
@@ -44,6 +44,7 @@ from ctrl_rl.nets.actor_critic import ActorCritic
 from ctrl_rl.nets.memory import MemoryStates, RecurrentPolicy, through_memory
 from ctrl_rl.nets.normalizer import EmpiricalNormalizer, observe
 from ctrl_rl.storage.rollout import Minibatch, RolloutStorage, env_minibatches, minibatches
+from ctrl_rl.utils.cuda_graphs import CapturedStep
 from ctrl_rl.utils.guards import check_finite
 
 log = logging.getLogger(__name__)

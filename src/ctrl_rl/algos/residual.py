@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ctrl_rl.algos.checkpoints import find_checkpoint, inference_learner, load_checkpoint
 from ctrl_rl.algos.heads import GaussianHead
 from ctrl_rl.algos.ppo import PPO
 from ctrl_rl.algos.registry import register_learner
@@ -36,8 +37,6 @@ def load_base(cfg: ResidualConfig, obs_dims: dict[str, int], action_dim: int,
         return LinearController(gain, bias, action_bounds)
     if cfg.base.endswith(".onnx"):
         return OnnxBase(cfg.base, obs_dim, action_dim)
-    from ctrl_rl.algos.checkpoints import find_checkpoint, inference_learner, load_checkpoint
-
     path = find_checkpoint(cfg.base)
     base_cfg, state = load_checkpoint(path)
     base_obs = {g: state["obs_dims"][g] for g in base_cfg.algo.actor_obs}

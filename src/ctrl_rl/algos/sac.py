@@ -16,7 +16,6 @@ from typing import Any
 import torch
 
 from ctrl_rl import distributed
-from ctrl_rl.algos.graphs import CapturedStep, update_precision
 from ctrl_rl.algos.offpolicy_common import OffPolicyLearner
 from ctrl_rl.algos.offpolicy_losses import (
     categorical_projection,
@@ -30,11 +29,13 @@ from ctrl_rl.algos.offpolicy_losses import (
     squashed_gaussian_sample,
     temperature_loss,
 )
+from ctrl_rl.algos.precision import update_precision
 from ctrl_rl.algos.registry import register_learner
 from ctrl_rl.config_offpolicy import SACConfig
 from ctrl_rl.env import Obs
 from ctrl_rl.nets.sac import SACModel
 from ctrl_rl.storage.replay import ReplayBatch
+from ctrl_rl.utils.cuda_graphs import CapturedStep
 from ctrl_rl.utils.guards import check_finite
 
 log = logging.getLogger(__name__)

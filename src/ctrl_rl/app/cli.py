@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from pathlib import Path
 
+from ctrl_rl.config import ConfigError
+from ctrl_rl.robots.packages import PACKAGED, fetch
 from ctrl_rl.utils.arguments import OneLineParser
+from ctrl_rl.utils.extras import missing
 
 EPILOG = """examples:
   ctrl-rl train task=pendulum
@@ -49,106 +51,28 @@ def _die(msg: str, code: int = 2) -> None:
     raise SystemExit(code)
 
 
-def _tasks_text() -> str:
-    """``sim=<name>: task, task, ...`` per backend, sorted and wrapped; a backend that cannot run here
-    is marked ``(unavailable: ...)``, naming what to install (its extra, or its own install line)."""
-    from ctrl_rl.sims import SIMS, unavailable
-    from ctrl_rl.utils.docs import help_table
-    from ctrl_rl.utils.extras import missing
+def _algos_and_tasks() -> str:
+    """The epilog's registered learners and tasks (``catalog.py``)."""
+    from ctrl_rl.app.catalog import algos_text, tasks_text  # start-up and deploy: the sims import torch
 
-    rows = []
-    for sim in sorted(SIMS):
-        why = unavailable(sim)
-        mark = f"(unavailable: {why})" if why else ""
-        try:
-            tasks = ", ".join(sorted(SIMS[sim].tasks()))
-        except ModuleNotFoundError as exc:  # a backend whose extra is not installed: say which
-            message = missing(exc, f"sim={sim}")
-            if message is None:
-                raise
-            mark, tasks = f"(unavailable: {why or message})", ""
-        rows.append((f"sim={sim}", " ".join(part for part in (mark, tasks) if part)))
-    return "\n".join(help_table(rows))
-
-
-def _algos_text() -> str:
-    from ctrl_rl.algos.registry import learners
-
-    return ", ".join(sorted(learners()))
-
-
-def _train_help(overrides: list[str]) -> str:
-    """Every key of the chosen learner and task with the value training will use (schema defaults
-    plus the pair's tune file plus ``overrides``) and its description, within 100 columns."""
-    from ctrl_rl.app.configure import load_train_config
-    from ctrl_rl.utils.docs import field_rows, help_table, value_text, wrap
-
-    cfg = load_train_config(overrides, for_run=False)  # prints without the sim installed or dataset=
-    top = [(f"seed={cfg.seed}", "Seeds torch, numpy, python and the envs."),
-           (f"device={cfg.device}", "cpu, cuda, cuda:1, ..."),
-           (f"threads={value_text(cfg.threads)}", "CPU threads: null = torch 1, MuJoCo every core (docs/training.md)."),
-           (f"profile={value_text(cfg.profile)}", "Time each iteration's stages: sim, inference, storage, update, "
-                                                   "logging.")]
-    if cfg.algo.requires_dataset:
-        top.append((f"dataset={value_text(cfg.dataset)}", f"Required by algo={cfg.algo.name}: a D4RL-layout .hdf5, "
-                    "minari:<id> or robotlogs:<dir> (`ctrl-rl collect` writes one)."))
-    rows = list(top)
-    for obj, prefix in ((cfg.algo, "algo"), (cfg.task, "task"), (cfg.sim, "sim"), (cfg.env, "env"),
-                        (cfg.runner, "runner")):
-        docs = cfg.algo.runner_docs if prefix == "runner" else {}  # what a runner key means for this learner
-        rows += [(key, docs.get(key.split("=", 1)[0].split(".", 1)[1], doc))
-                 for key, doc in field_rows(type(obj), prefix, obj)]
-        rows += _task_parameter_rows(cfg) if prefix == "task" else []
-    lines = ["usage: ctrl-rl train [--checkpoint latest|PATH [--more N]] [--cfg] [key=value ...]", "",
-             *wrap("--checkpoint resumes a run (latest, a run directory or a model_<it>.pt) up to "
-                   "runner.max_iterations, the run's total; --more N trains N iterations past the checkpoint "
-                   "instead. --cfg prints the resolved config."), "",
-             *wrap(f"algorithms (algo=...): {_algos_text()}"), "tasks (task=..., sim=...):", _tasks_text(), "",
-             *wrap(f"keys for algo={cfg.algo.name} task={cfg.task.name} sim={cfg.sim.name}, with the values "
-                   "training will use (schema defaults, then configs/tune/<algo>_<task>.yaml, then your "
-                   "overrides; `ctrl-rl train algo=<name> task=<id> --help` for another pair; task parameters "
-                   "are task.kwargs.<name>=value; several processes: torchrun --nproc_per_node=K -m ctrl_rl "
-                   "train ..., docs/training.md):"),
-             *help_table(rows)]
-    return "\n".join(lines)
-
-
-def _task_parameter_rows(cfg) -> list[tuple[str, str]]:
-    """``(task.kwargs.<name>=<value>, description)`` for every parameter the task declares."""
-    from ctrl_rl.robots import MUJOCO_SIMS
-    from ctrl_rl.sims import task_parameters, unavailable
-    from ctrl_rl.utils.docs import value_text
-    from ctrl_rl.utils.extras import missing
-
-    try:
-        params = task_parameters(cfg.sim.name, cfg.task.name, dict(cfg.task.kwargs))
-    except ModuleNotFoundError as exc:
-        if missing(exc) is None:
-            raise
-        params = None
-    why = unavailable(cfg.sim.name) if cfg.sim.name in MUJOCO_SIMS else None
-    if params is None and why:  # the robot tasks declare their parameters in modules that import MuJoCo
-        return [("task.kwargs.*", f"The task's parameters, listed once sim={cfg.sim.name} can run here: {why}.")]
-    if params is None:
-        return [("task.kwargs.*", f"Passed to sim={cfg.sim.name}'s own task config (not declared here).")]
-    return [(f"task.kwargs.{name}={value_text(value)}", doc) for name, value, doc in params]
+    return f"algorithms (algo=...): {algos_text()}\ntasks (task=..., sim=...):\n{tasks_text()}\n"
 
 
 def cmd_train(args: argparse.Namespace, overrides: list[str]) -> None:
-    from ctrl_rl.app.train import train
+    from ctrl_rl.app.train import train  # start-up: each command imports its own parts (torch)
 
     train(overrides, checkpoint=args.checkpoint, print_cfg=args.cfg, more=args.more)
 
 
 def cmd_eval(args: argparse.Namespace, overrides: list[str]) -> None:
-    from ctrl_rl.app.evaluate import evaluate
+    from ctrl_rl.app.evaluate import evaluate  # start-up: each command imports its own parts (torch)
 
     evaluate(args.checkpoint, overrides, episodes=args.episodes, seed=args.seed, summary=args.summary,
              require_gait=args.require_gait)
 
 
 def cmd_play(args: argparse.Namespace, overrides: list[str]) -> None:
-    from ctrl_rl.app.play import play
+    from ctrl_rl.app.play import play  # start-up: each command imports its own parts (torch)
 
     if args.checkpoint and "=" in args.checkpoint:  # `play --agent zero task=X`: an override, not a path
         overrides, args.checkpoint = [args.checkpoint, *overrides], None
@@ -158,15 +82,13 @@ def cmd_play(args: argparse.Namespace, overrides: list[str]) -> None:
 
 
 def cmd_export(args: argparse.Namespace, overrides: list[str]) -> None:
-    from ctrl_rl.app.export import export
+    from ctrl_rl.app.export import export  # start-up: each command imports its own parts (torch)
 
     export(args.checkpoint, overrides, output=args.output)
 
 
 def cmd_collect(args: argparse.Namespace, overrides: list[str]) -> None:
-    from pathlib import Path
-
-    from ctrl_rl.app.collect import collect
+    from ctrl_rl.app.collect import collect  # start-up: each command imports its own parts (torch)
 
     if args.policy and "=" in args.policy and not Path(args.policy).exists():  # `collect task=X --level random`
         overrides, args.policy = [args.policy, *overrides], None
@@ -175,8 +97,6 @@ def cmd_collect(args: argparse.Namespace, overrides: list[str]) -> None:
 
 
 def cmd_fetch_robots(args: argparse.Namespace, overrides: list[str]) -> None:
-    from ctrl_rl.robots.packages import PACKAGED, fetch
-
     for dist in args.packages or sorted(PACKAGED):
         try:
             fetch(dist)
@@ -185,28 +105,15 @@ def cmd_fetch_robots(args: argparse.Namespace, overrides: list[str]) -> None:
 
 
 def cmd_list(args: argparse.Namespace, overrides: list[str]) -> None:
-    from ctrl_rl.algos.registry import learners
-    from ctrl_rl.app.configure import available
-    from ctrl_rl.robots import ROBOTS
-    from ctrl_rl.runners import LOOPS
-    from ctrl_rl.utils.docs import help_table, wrap
+    from ctrl_rl.app.catalog import list_text  # start-up and deploy: the sims and runners import torch
 
-    print("algorithms (algo=...):")
-    print("\n".join(help_table(sorted((name, entry.summary) for name, entry in learners().items()))))
-    print("tasks (task=..., sim=...):")
-    print(_tasks_text())
-    print("robots (robot=..., or a robot YAML path):")
-    print("\n".join(wrap(", ".join(sorted(ROBOTS)), indent=2)))
-    print("tuned settings (tune=...; configs/tune/<algo>_<task>.yaml is picked for its pair by itself):")
-    print("\n".join(wrap(", ".join(available("tune")), indent=2)))
-    print("training loops (a learner's loop=, register_learner):")
-    print("\n".join(wrap(", ".join(LOOPS), indent=2)))
+    print(list_text())
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="ctrl-rl", formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=f"{EPILOG}\nalgorithms (algo=...): {_algos_text()}\ntasks (task=..., sim=...):\n{_tasks_text()}\n",
+        epilog=f"{EPILOG}\n{_algos_and_tasks()}",
         description="Train, evaluate and export continuous-control policies. Configure with hydra overrides\n"
                     "(key=value); `ctrl-rl train --help` lists every key.")
     sub = parser.add_subparsers(dest="command", metavar="{train,play,eval,export,collect,deploy,fetch-robots,list}")
@@ -290,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["deploy"]:  # robot side: no torch, no hydra (ctrl-rl[deploy] only)
-        from ctrl_rl.deploy.commands import main as deploy_main
+        from ctrl_rl.deploy.commands import main as deploy_main  # start-up: the robot side, on its own
 
         deploy_main(argv[1:])
         return
@@ -308,11 +215,10 @@ def main(argv: list[str] | None = None) -> None:
         parser.print_help()
         raise SystemExit(0)
     if args.command == "train" and args.help:
-        from ctrl_rl.config import ConfigError
-        from ctrl_rl.utils.extras import missing
+        from ctrl_rl.app.catalog import train_help  # start-up and deploy: the sims import torch
 
         try:
-            print(_train_help(extra))
+            print(train_help(extra))
         except ConfigError as exc:
             _die(str(exc))
         except ModuleNotFoundError as exc:  # an optional dependency help itself needs: one line naming its extra
@@ -324,50 +230,9 @@ def main(argv: list[str] | None = None) -> None:
     unknown_flags = [e for e in extra if e.startswith("-")]
     if unknown_flags:
         _die(f"unknown option '{unknown_flags[0]}' for '{args.command}'; see ctrl-rl {args.command} --help")
-    from ctrl_rl import distributed
-    from ctrl_rl.config import ConfigError
-    from ctrl_rl.deploy.gait_report import GaitCheckFailed
-    from ctrl_rl.env import RenderUnavailableError, SimulationError
-    from ctrl_rl.export.onnx_policy import ParityError
-    from ctrl_rl.utils.extras import missing
-    from ctrl_rl.utils.files import describe_os_error
-    from ctrl_rl.utils.guards import NonFiniteError
-    from ctrl_rl.utils.interrupts import Interrupted
-    from ctrl_rl.utils.video import VideoUnavailableError
+    from ctrl_rl.app.errors import run_command  # start-up and deploy: the parts it names import torch
 
-    if os.environ.get("CTRL_RL_DEBUG"):  # full tracebacks for bug reports
-        try:
-            args.func(args, extra)
-        finally:
-            distributed.shutdown()
-        return
-    try:
-        args.func(args, extra)
-    except ConfigError as exc:
-        _die(str(exc))
-    except (FileNotFoundError, ValueError, RenderUnavailableError, VideoUnavailableError) as exc:
-        _die(str(exc))
-    except OSError as exc:  # a full disk, a read-only log root: the path and what the system said
-        _die(describe_os_error(exc))
-    except (NonFiniteError, ParityError, SimulationError) as exc:
-        _die(str(exc), code=3)
-    except GaitCheckFailed as exc:  # the run worked; the gait it measured does not meet a bar
-        print(f"ctrl-rl: gait check failed: {exc}", file=sys.stderr)
-        raise SystemExit(1) from None
-    except Interrupted as exc:
-        run = f"; resume with --checkpoint {Path(exc.path).parent}" if exc.path else ""
-        print(f"ctrl-rl: {exc}{run}", file=sys.stderr)
-        raise SystemExit(exc.exit_code) from None
-    except KeyboardInterrupt:
-        print("\ninterrupted", file=sys.stderr)
-        raise SystemExit(130) from None
-    except ModuleNotFoundError as exc:  # an optional dependency: one line naming its extra
-        message = missing(exc, f"ctrl-rl {args.command}")
-        if message is None:
-            raise
-        _die(message)
-    finally:
-        distributed.shutdown()  # under torchrun: leave the process group cleanly
+    run_command(args, extra)
 
 
 if __name__ == "__main__":

@@ -29,8 +29,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ctrl_rl.algos.checkpoints import find_checkpoint
+from ctrl_rl.app.configure import load_train_config
+from ctrl_rl.app.session import load_policy, policy_fn, require_device
 from ctrl_rl.config import ConfigError, TrainConfig
+from ctrl_rl.deploy.runtime import OnnxPolicy
 from ctrl_rl.env import Obs
+from ctrl_rl.nets.actor_critic import concat_groups
+from ctrl_rl.runners.episodes import collect_dataset, random_policy
+from ctrl_rl.sims.build import build_env
+from ctrl_rl.storage.formats import check_output, save_dataset
+from ctrl_rl.utils.checkpoint_files import checkpoint_iteration
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +73,6 @@ class Source:
 
 def _expand(text: str, fraction: float) -> list[Segment]:
     """``[level:]policy`` -> segments; ``medium-replay:<run>`` -> one per checkpoint of the run."""
-    from ctrl_rl.algos.checkpoints import find_checkpoint
-    from ctrl_rl.utils.checkpoint import checkpoint_iteration
-
     if text == "random":
         return [Segment("random", "random", fraction)]
     level, _, policy = text.partition(":")
@@ -124,10 +130,6 @@ def split_steps(fractions: list[float], steps: int) -> list[int]:
 
 def _bundle_source(path: str, overrides: list[str]) -> Source:
     """An exported ``policy.onnx`` run by onnxruntime (batched); its metadata names task and sim."""
-    from ctrl_rl.app.configure import load_train_config
-    from ctrl_rl.deploy.runtime import OnnxPolicy
-    from ctrl_rl.nets.actor_critic import concat_groups
-
     if not Path(path).is_file():
         raise FileNotFoundError(f"exported policy '{path}' not found")
     bundle = OnnxPolicy(path)
@@ -151,8 +153,6 @@ def _bundle_source(path: str, overrides: list[str]) -> Source:
 
 
 def _checkpoint_source(spec: str, overrides: list[str]) -> Source:
-    from ctrl_rl.app.session import load_policy, policy_fn
-
     cfg, path, alg, state = load_policy(spec, overrides)
     groups = tuple(alg.model.actor_obs)
     policy, device = policy_fn(alg), torch.device(cfg.device)
@@ -191,12 +191,6 @@ def collect(policy: str | None, overrides: list[str], output: str, steps: int = 
             noise: float = 0.0, seed: int = 0, level: str | None = None, mix: str | None = None,
             fmt: str | None = None) -> str:
     """Roll the planned segments and write one dataset; prints a ``RESULT`` line, returns where it went."""
-    from ctrl_rl.app.configure import load_train_config
-    from ctrl_rl.app.session import require_device
-    from ctrl_rl.runners.episodes import collect_dataset, random_policy
-    from ctrl_rl.sims.build import build_env
-    from ctrl_rl.storage.formats import check_output, save_dataset
-
     if steps <= 0 or envs <= 0 or noise < 0:
         raise ValueError(f"--steps and --envs must be > 0 and --noise >= 0 (got {steps}, {envs}, {noise})")
     fmt = check_output(output, fmt)  # before any work

@@ -11,19 +11,24 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
+import ctrl_rl.configs as pkg
 from ctrl_rl.algos import registry
+from ctrl_rl.algos.checkpoints import find_checkpoint, load_checkpoint
 from ctrl_rl.config import ConfigError, EnvConfig, LearnerConfig, RunnerConfig, SimConfig, TaskConfig, TrainConfig
 from ctrl_rl.registry import UnknownNameError, closest, fit_choices
-from ctrl_rl.robots import MUJOCO_SIMS
+from ctrl_rl.robots import MUJOCO_SIMS, tasks
+from ctrl_rl.sims import check_task, task_parameters
+from ctrl_rl.utils.extras import missing
+
+log = logging.getLogger(__name__)
 
 
 def config_dir() -> Path:
     """The ``configs/`` folder (the source tree in editable installs, package data otherwise)."""
-    import ctrl_rl.configs as pkg
-
     return Path(pkg.__file__).resolve().parent
 
 
@@ -134,8 +139,6 @@ def _prepare(overrides: list[str]) -> tuple[list[str], str, dict[str, str]]:
 
 def _robot_task(task: str | None) -> Any:
     """The registry entry of a MuJoCo-family task id (None for other ids, or without MuJoCo)."""
-    from ctrl_rl.robots import tasks
-
     return tasks().get(task) if task else None
 
 
@@ -247,9 +250,6 @@ def check_task_parameters(cfg: TrainConfig, for_run: bool = True) -> None:
     """Refuse a task id the sim does not have (naming the ones it has) and a ``task.kwargs`` name or
     value the task's declared parameters do not take, before any env. A sim whose extra is missing
     raises ``ModuleNotFoundError`` (the CLI names the extra), unless ``for_run`` is false."""
-    from ctrl_rl.sims import check_task, task_parameters
-    from ctrl_rl.utils.extras import missing
-
     try:
         check_task(cfg.sim.name, cfg.task.name)
         task_parameters(cfg.sim.name, cfg.task.name, dict(cfg.task.kwargs))
@@ -305,3 +305,55 @@ def config_yaml(cfg: TrainConfig) -> str:
     from omegaconf import OmegaConf
 
     return OmegaConf.to_yaml(OmegaConf.structured(cfg))
+
+
+def compose_run_config(overrides: list[str], checkpoint: str | None = None,
+                       more: int | None = None) -> tuple[TrainConfig, Path | None]:
+    """The config a run trains with and the checkpoint it resumes (None: a new run), checked to run.
+
+    A resumed run takes its config from the checkpoint; ``overrides`` then change only the keys they
+    name (a warning lists them, since changes make the resume inexact). ``more``: ``--more N``.
+    """
+    cfg = load_train_config(overrides, for_run=False)  # a checkpoint's config holds the run's inputs
+    checkpoint = checkpoint or cfg.runner.checkpoint
+    check_more(more, checkpoint, overrides)
+    path = find_checkpoint(checkpoint, cfg) if checkpoint else None
+    if path is not None:  # the checkpoint's config holds the run's inputs (dataset=, algo.teacher)
+        saved, _ = load_checkpoint(path)
+        cfg = apply_overrides(saved, overrides)
+        drift = report_config_drift(saved, cfg)
+        if drift:
+            log.warning("config differs from the checkpoint's (resume is exact only without changes): %s",
+                        "; ".join(drift))
+    check_runnable(cfg)
+    return cfg, path
+
+
+def check_more(more: int | None, checkpoint: str | None, overrides: list[str]) -> None:
+    """Refuse ``--more`` that is not a positive count past a checkpoint, or that comes with a total."""
+    if more is None:
+        return
+    if more < 1:
+        raise ConfigError(f"--more: must be a positive number of iterations, got {more} (e.g. --more 200)")
+    if not checkpoint:
+        raise ConfigError(f"--more {more} trains past a checkpoint: add --checkpoint latest (or a run directory), "
+                          f"or give a new run its length with runner.max_iterations={more}")
+    if any(o.lstrip("+").split("=", 1)[0] == "runner.max_iterations" for o in overrides):
+        raise ConfigError("--more and runner.max_iterations both set the run's length: keep one (--more N counts "
+                          "past the checkpoint, runner.max_iterations is the run's total)")
+
+
+def report_config_drift(saved: TrainConfig, current: TrainConfig) -> list[str]:
+    """Keys whose value differs between a checkpoint's config and the one resuming it."""
+    ignore = {"runner.checkpoint", "runner.max_iterations", "runner.progress"}
+
+    def flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            key = f"{prefix}{k}"
+            out.update(flat(v, key + ".") if isinstance(v, dict) else {key: v})
+        return out
+
+    a, b = flat(dataclasses.asdict(saved)), flat(dataclasses.asdict(current))
+    return [f"{k}: {a.get(k)} -> {b.get(k)}" for k in sorted(set(a) | set(b))
+            if k not in ignore and a.get(k) != b.get(k)]

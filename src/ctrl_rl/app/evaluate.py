@@ -16,6 +16,8 @@ import numpy as np
 import torch
 
 from ctrl_rl.app.session import checked_env, load_policy, policy_fn
+from ctrl_rl.deploy.gait_files import write_report
+from ctrl_rl.deploy.gait_report import GaitCheckFailed, GaitSpec, GaitTrace, gait_report
 from ctrl_rl.runners.episodes import run_episodes
 
 
@@ -23,8 +25,6 @@ def evaluate(spec: str, overrides: list[str], episodes: int = 100, seed: int = 1
              require_gait: bool = False) -> dict[str, Any]:
     """Deterministic episodes with the checkpoint's policy; prints what was measured, the gait report
     (robot tasks) and a ``RESULT`` line, last."""
-    from ctrl_rl.deploy.gait_report import GaitCheckFailed, GaitSpec, gait_report
-
     if episodes <= 0:
         raise ValueError(f"--episodes must be > 0, got {episodes}")
     cfg, path, alg, state = load_policy(spec, overrides)
@@ -48,8 +48,6 @@ def evaluate(spec: str, overrides: list[str], episodes: int = 100, seed: int = 1
         report = gait_report(traces, gspec)
         print("\n".join(report.table()))
         result.update(report.result_fields())
-        from ctrl_rl.deploy.gait_files import write_report
-
         out = Path(summary) if summary else Path(path).parent / "eval" / f"gait_{Path(path).stem}_" \
             f"{time.strftime('%Y-%m-%d_%H-%M-%S')}.json"
         data = {"checkpoint": str(path), "task": cfg.task.name, "seed": seed, "result": result}
@@ -82,8 +80,6 @@ def command_text(traces: list[Any]) -> str:
 
 def gait_traces(steps: list[dict[str, torch.Tensor]], lengths: torch.Tensor) -> list[Any]:
     """Each env's first episode as a ``GaitTrace`` from the per-step ``info["gait"]`` records."""
-    from ctrl_rl.deploy.gait_report import GaitTrace
-
     stacked = {k: torch.stack([s[k] for s in steps]).cpu().numpy() for k in steps[0]}  # [T, N, ...]
     traces = []
     for i, n in enumerate(lengths.tolist()):

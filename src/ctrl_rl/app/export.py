@@ -7,15 +7,19 @@ from pathlib import Path
 import numpy as np
 import torch
 
+import ctrl_rl
 from ctrl_rl.app.configure import config_hash
 from ctrl_rl.app.session import checked_env, load_policy, policy_fn
 from ctrl_rl.config import TrainConfig
+from ctrl_rl.export.onnx_policy import export_onnx
+from ctrl_rl.nets.actor_critic import concat_groups
+from ctrl_rl.nets.chunk import ChunkExecutor
+from ctrl_rl.nets.memory import StatefulPolicy
+from ctrl_rl.runners.episodes import episodes_ended
 
 
 def _check_exportable(policy: torch.nn.Module, cfg: TrainConfig) -> None:
     """Refuse (with the fix) a policy an ONNX graph cannot hold: a stateful chunk player."""
-    from ctrl_rl.nets.chunk import ChunkExecutor
-
     for m in policy.modules():
         if isinstance(m, ChunkExecutor) and not m.stateless:
             raise ValueError(f"the base plays {m.execute} actions of each {m.chunk_size}-action chunk, which "
@@ -25,12 +29,6 @@ def _check_exportable(policy: torch.nn.Module, cfg: TrainConfig) -> None:
 
 def export(spec: str, overrides: list[str], output: str | None = None) -> Path:
     """Write ``<run>/exported/policy.onnx`` after the ONNX/torch parity check passes."""
-    import ctrl_rl
-    from ctrl_rl.export.onnx_policy import export_onnx
-    from ctrl_rl.nets.actor_critic import concat_groups
-    from ctrl_rl.nets.memory import StatefulPolicy
-    from ctrl_rl.runners.episodes import episodes_ended
-
     cfg, path, alg, state = load_policy(spec, overrides)
     out = Path(output) if output else path.parent / "exported" / "policy.onnx"
     env = checked_env(cfg, state, 16, cfg.seed + 1)

@@ -12,9 +12,11 @@ from ctrl_rl.app.configure import load_train_config
 from ctrl_rl.app.session import checked_env, load_policy, policy_fn, require_device
 from ctrl_rl.config import TrainConfig
 from ctrl_rl.env import VecEnv
-from ctrl_rl.runners.episodes import episodes_ended
+from ctrl_rl.runners.episodes import episodes_ended, random_policy, zero_policy
+from ctrl_rl.sims import SIMS
 from ctrl_rl.sims.build import build_env
 from ctrl_rl.utils.logger import eta_seconds, format_duration
+from ctrl_rl.utils.video import VideoWriter, check_video_path, video_fps
 
 
 def _render_sims() -> list[str]:
@@ -22,8 +24,6 @@ def _render_sims() -> list[str]:
 
     Backends declare it with ``register_sim(..., renders=True)``.
     """
-    from ctrl_rl.sims import SIMS
-
     return sorted(name for name, backend in SIMS.items() if backend.renders)
 
 
@@ -130,8 +130,6 @@ def _env_and_policy(spec: str | None, overrides: list[str], agent: str, num_envs
     """``(cfg, env, policy)``: the checkpoint's task (whatever the agent; the checkpoint it picked is
     printed) or the overrides' task for a zero/random agent; an env that cannot draw frames for
     ``video`` is refused before any step."""
-    from ctrl_rl.runners.episodes import random_policy, zero_policy
-
     if spec is not None:
         cfg, path, alg, state = load_policy(spec, overrides)
         print(f"checkpoint: {path}" + (" (the newest run under logs/)" if spec == "latest" else ""), flush=True)
@@ -164,8 +162,6 @@ def play(spec: str | None, overrides: list[str], agent: str = "policy", episodes
     seconds of video; a progress line with an ETA while it records.
     ``realtime``: pace steps to ``env.step_dt``. ``steps``: stop after that many control steps.
     """
-    from ctrl_rl.utils.video import VideoWriter, check_video_path, video_fps
-
     if steps is not None and steps <= 0:
         raise ValueError(f"--steps must be > 0, got {steps}")
     out = check_video_path(video) if video else None  # before loading anything

@@ -8,14 +8,14 @@ import torch
 
 from ctrl_rl.algos.checkpoints import find_checkpoint, inference_learner, load_checkpoint, on_this_machine
 from ctrl_rl.app.configure import apply_overrides
-from ctrl_rl.config import TrainConfig
+from ctrl_rl.config import ConfigError, TrainConfig
+from ctrl_rl.nets.actor_critic import concat_groups
+from ctrl_rl.nets.memory import RecurrentPolicy, StatefulPolicy
 from ctrl_rl.sims.build import build_env
 
 
 def require_device(device: str) -> None:
     """Fail before any work when ``device`` does not exist here."""
-    from ctrl_rl.config import ConfigError
-
     if device.startswith("cuda"):
         index = int(device.split(":")[1]) if ":" in device else 0
         if not torch.cuda.is_available() or index >= torch.cuda.device_count():
@@ -35,8 +35,6 @@ def load_policy(spec: str, overrides: list[str]):
 
 def checked_env(cfg: TrainConfig, state: dict, num_envs: int, seed: int):
     """The checkpoint's task, refusing an env whose observations or actions the policy cannot take."""
-    from ctrl_rl.config import ConfigError
-
     env = build_env(cfg, num_envs=num_envs, seed=seed)
     if dict(env.obs_dims) != state["obs_dims"] or env.action_dim != state["action_dim"]:
         raise ConfigError(f"the policy expects observations {state['obs_dims']} and {state['action_dim']} action(s); "
@@ -47,9 +45,6 @@ def checked_env(cfg: TrainConfig, state: dict, num_envs: int, seed: int):
 
 def policy_fn(alg):
     """The learner's deterministic policy on an env's observation dict (what export writes)."""
-    from ctrl_rl.nets.actor_critic import concat_groups
-    from ctrl_rl.nets.memory import RecurrentPolicy, StatefulPolicy
-
     policy, groups = alg.inference_policy().eval(), alg.model.actor_obs
     if isinstance(policy, RecurrentPolicy):  # keeps each env's memory between calls
         return StatefulPolicy(policy, groups)

@@ -4,21 +4,28 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import logging
+import random
 from pathlib import Path
-from typing import Any
+
+import numpy as np
+import torch
 
 from ctrl_rl import distributed
-from ctrl_rl.algos.checkpoints import find_checkpoint, load_checkpoint, task_root
-from ctrl_rl.app.configure import apply_overrides, check_runnable, config_yaml, load_train_config
+from ctrl_rl.algos.checkpoints import task_root
+from ctrl_rl.app.configure import compose_run_config, config_yaml, load_train_config
 from ctrl_rl.app.session import require_device
 from ctrl_rl.config import ConfigError, TrainConfig
+from ctrl_rl.runners import make_runner
 from ctrl_rl.sims.build import build_env
 from ctrl_rl.utils import threads
-from ctrl_rl.utils.checkpoint import seed_everything
 from ctrl_rl.utils.interrupts import GracefulStop
 
-log = logging.getLogger(__name__)
+
+def seed_everything(seed: int) -> None:
+    """Seed python's, numpy's and torch's global generators (the envs take their own seed)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
 
 
 def new_run_dir(cfg: TrainConfig) -> Path:
@@ -45,42 +52,6 @@ def write_params(run_dir: Path, cfg: TrainConfig, overrides: list[str], prefix: 
     (params / f"{prefix}overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides) or "[]\n")
 
 
-def report_config_drift(saved: TrainConfig, current: TrainConfig) -> list[str]:
-    """Keys whose value differs between a checkpoint's config and the one resuming it."""
-    ignore = {"runner.checkpoint", "runner.max_iterations", "runner.progress"}
-
-    def flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for k, v in d.items():
-            key = f"{prefix}{k}"
-            out.update(flat(v, key + ".") if isinstance(v, dict) else {key: v})
-        return out
-
-    a, b = flat(dataclasses.asdict(saved)), flat(dataclasses.asdict(current))
-    return [f"{k}: {a.get(k)} -> {b.get(k)}" for k in sorted(set(a) | set(b))
-            if k not in ignore and a.get(k) != b.get(k)]
-
-
-def _make_runner(cfg: TrainConfig):
-    from ctrl_rl.runners import make_runner
-
-    return make_runner(build_env(cfg, seed=distributed.rank_seed(cfg.seed)), cfg)  # each rank: own episodes
-
-
-def check_more(more: int | None, checkpoint: str | None, overrides: list[str]) -> None:
-    """Refuse ``--more`` that is not a positive count past a checkpoint, or that comes with a total."""
-    if more is None:
-        return
-    if more < 1:
-        raise ConfigError(f"--more: must be a positive number of iterations, got {more} (e.g. --more 200)")
-    if not checkpoint:
-        raise ConfigError(f"--more {more} trains past a checkpoint: add --checkpoint latest (or a run directory), "
-                          f"or give a new run its length with runner.max_iterations={more}")
-    if any(o.lstrip("+").split("=", 1)[0] == "runner.max_iterations" for o in overrides):
-        raise ConfigError("--more and runner.max_iterations both set the run's length: keep one (--more N counts "
-                          "past the checkpoint, runner.max_iterations is the run's total)")
-
-
 def check_run_length(runner, path: Path) -> None:
     """Refuse a resume with nothing left to train: the run's total at or below the checkpoint's iteration."""
     total, value = runner.total_iterations(), runner.cfg.runner.max_iterations
@@ -92,36 +63,25 @@ def check_run_length(runner, path: Path) -> None:
 
 def train(overrides: list[str], checkpoint: str | None = None, print_cfg: bool = False,
           more: int | None = None) -> Path:
-    """Train (or resume) and return the run directory.
-
-    A resumed run takes its config from the checkpoint; ``overrides`` then change only the
-    keys they name (a warning lists them, since changes make the resume inexact). It trains up to
-    the run's total (``runner.max_iterations``), or ``more`` iterations past the checkpoint's.
+    """Train (or resume) and return the run directory, in four steps: compose the config
+    (``configure.compose_run_config``: a resume's comes from its checkpoint), build the env
+    (``sims/build.py``), build the learner and its runner (``runners``), run. It trains up to the
+    run's total (``runner.max_iterations``), or ``more`` iterations past the checkpoint's.
     """
     if checkpoint is not None and not checkpoint.strip():
         raise ValueError("--checkpoint is empty: give 'latest', a run directory or a model_<it>.pt "
                          "(or leave the option out to start a new run)")
-    cfg = load_train_config(overrides, for_run=False)  # --cfg prints without the sim or dataset=
-    checkpoint = checkpoint or cfg.runner.checkpoint
-    if print_cfg:
-        print(config_yaml(cfg), end="")
+    if print_cfg:  # without the sim or dataset=
+        print(config_yaml(load_train_config(overrides, for_run=False)), end="")
         return Path()
-    check_more(more, checkpoint, overrides)
-    path = find_checkpoint(checkpoint, cfg) if checkpoint else None
-    if path is not None:  # the checkpoint's config holds the run's inputs (dataset=, algo.teacher)
-        saved, _ = load_checkpoint(path)
-        cfg = apply_overrides(saved, overrides)
-        drift = report_config_drift(saved, cfg)
-        if drift:
-            log.warning("config differs from the checkpoint's (resume is exact only without changes): %s",
-                        "; ".join(drift))
-    check_runnable(cfg)
+    cfg, path = compose_run_config(overrides, checkpoint, more)
     device = distributed.setup(cfg.device)  # under torchrun: join the group, cuda:<LOCAL_RANK> per rank
     if device != cfg.device:
         cfg = dataclasses.replace(cfg, device=device)
     require_device(cfg.device)
     seed_everything(cfg.seed)  # the same on every rank: identical initial networks
-    runner = _make_runner(cfg)  # env and learner first: config errors stop before any file is written
+    env = build_env(cfg, seed=distributed.rank_seed(cfg.seed))  # each rank: its own episodes
+    runner = make_runner(env, cfg)  # env and learner first: config errors stop before any file is written
     main = distributed.is_main()
     if path is not None:
         run_dir = path.parent

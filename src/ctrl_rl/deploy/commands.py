@@ -17,10 +17,20 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ctrl_rl.robots.packages import resolve
 from ctrl_rl.utils.arguments import OneLineParser
+from ctrl_rl.utils.extras import missing
+from ctrl_rl.utils.files import atomic_write
+from ctrl_rl.utils.interrupts import GracefulStop
 
+from .gait_files import sim2sim_report
 from .gait_report import GaitCheckFailed
-from .transports import TRANSPORTS
+from .node import DeployNode
+from .node_params import NodeParams
+from .robot_policy import RobotPolicy
+from .runtime import OnnxPolicy
+from .transports import TRANSPORTS, make_transport
+from .typed_params import field_docs
 
 log = logging.getLogger("ctrl_rl.deploy")
 
@@ -73,9 +83,6 @@ def resolve_params(args: argparse.Namespace, transport: Any = None, require_bund
     parameters (``--ros-args --params-file`` / ``-p``, rclpy) < the node's own options. All pass
     the same typed check; a value a later source overrides is named in a warning; with rclpy the
     node's ROS parameters are then set to what the node really uses (``ros2 param get`` tells the truth)."""
-    from .config import NodeParams
-    from .params import field_docs
-
     base = (NodeParams.from_yaml(args.params) if args.params else NodeParams()).flat()
     options = _option_values(args)
     NodeParams.from_dict({**base, **options})  # fail on a bad option before any transport exists
@@ -97,8 +104,6 @@ def resolve_params(args: argparse.Namespace, transport: Any = None, require_bund
 
 def _live_update(get_node: Any, get_params: Any, set_params: Any):
     """The ``ros2 param set`` check: validate the whole parameter set, apply live ones, refuse the rest."""
-    from .config import NodeParams
-
     def check(changes: dict[str, Any]) -> str | None:
         current = get_params().flat()
         try:
@@ -125,8 +130,6 @@ STOPPING = "sending a damping command and the final status"
 def run_node(args: argparse.Namespace) -> dict[str, Any]:
     """Validate parameters and load the bundle, then the transport and the node; run until a signal or
     ``--duration``; print the final status."""
-    from ctrl_rl.utils.interrupts import GracefulStop
-
     run = run_lifecycle_node if getattr(args, "lifecycle", False) else _run_node
     with GracefulStop(STOPPING) as signals:
         return run(args, signals)
@@ -146,10 +149,6 @@ def _stop_on_signal(signals: Any, stop: Any) -> None:
 
 
 def _run_node(args: argparse.Namespace, signals: Any) -> dict[str, Any]:
-    from .node import DeployNode
-    from .robot_policy import RobotPolicy
-    from .transports import make_transport
-
     # a bad file, option or bundle fails here: no transport, no threads (with rclpy the bundle may
     # still come from --ros-args)
     if args.transport == "unitree":  # LowCmd carries kp and kd per motor
@@ -178,7 +177,7 @@ def _run_node(args: argparse.Namespace, signals: Any) -> dict[str, Any]:
 
 def _unitree_side(params: Any, policy: Any) -> dict[str, Any]:
     """The node's side of ``--transport unitree``: the family and the joints of the outgoing command."""
-    from .unitree_msgs import family_for
+    from .unitree_msgs import family_for  # optional extra: cyclonedds, for the unitree transport only
 
     meta, joints = policy.policy.metadata, list(params.command_joint_names or policy.joint_names)
     family = params.unitree_family
@@ -192,9 +191,7 @@ def run_lifecycle_node(args: argparse.Namespace, signals: Any) -> dict[str, Any]
     activate starts commands, deactivate goes to damping, cleanup removes the topics, shutdown ends."""
     import threading
 
-    from .node import DeployNode
-    from .robot_policy import RobotPolicy
-    from .transports.ros2 import RclpyTransport
+    from .transports.ros2 import RclpyTransport  # optional: rclpy, from a ROS 2 install
 
     if args.transport != "rclpy":
         raise ValueError("--lifecycle needs --transport rclpy (a managed node is a ROS 2 node)")
@@ -248,8 +245,6 @@ def run_lifecycle_node(args: argparse.Namespace, signals: Any) -> dict[str, Any]
 
 def _report(args: argparse.Namespace, status: dict[str, Any]) -> dict[str, Any]:
     """The run's full status as JSON in ``--summary`` (its path printed), then the RESULT line."""
-    from ctrl_rl.utils.files import atomic_write
-
     path = Path(args.summary or Path("logs", "deploy", f"{args.command}_{time.strftime('%Y-%m-%d_%H-%M-%S')}.json"))
     args.summary_path = path  # sim2sim adds the bridge's side and the gait report to it
     with atomic_write(path) as tmp:
@@ -273,8 +268,6 @@ def run_sim2sim(args: argparse.Namespace) -> dict[str, Any]:
         if importlib.util.find_spec(module) is None:
             raise ModuleNotFoundError(f"No module named '{module}'", name=module)
     args.bundle = args.bundle or args.bundle_pos
-    from .runtime import OnnxPolicy
-
     meta = OnnxPolicy(args.bundle).metadata
     workdir = Path(tempfile.mkdtemp(prefix="ctrl_rl_sim2sim_"))
     summary_path, gait_path = workdir / "bridge.json", workdir / "gait.npz"
@@ -308,8 +301,6 @@ def run_sim2sim(args: argparse.Namespace) -> dict[str, Any]:
             names = list(meta["joint_names"])[::-1]
             args.set = [*(args.set or []), f"command_joint_names=[{','.join(names)}]"]
     args.set = [*(args.set or []), f"command_format={args.command_format}"]
-    from .node import NodeParams
-
     user_timeout = any(kv.startswith("safety.state_timeout=") for kv in args.set)
     if not user_timeout and not (args.params and NodeParams.from_yaml(args.params).safety.state_timeout):
         args.set.insert(0, f"safety.state_timeout={SIM2SIM_STATE_TIMEOUT}")
@@ -327,8 +318,6 @@ def run_sim2sim(args: argparse.Namespace) -> dict[str, Any]:
         except subprocess.TimeoutExpired:
             bridge.kill()
     sim = json.loads(summary_path.read_text()) if summary_path.exists() else {}
-    from .gait_files import sim2sim_report
-
     report = sim2sim_report(args, status, sim, gait_path)
     print("RESULT sim2sim " + " ".join(
         f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
@@ -366,8 +355,6 @@ def bundle_robot(meta: dict[str, Any], workdir: Path) -> str:
 
     mjcf = str(config.get("mjcf", ""))
     if mjcf.startswith("pkg:"):  # a packaged model resolves on any machine that fetched it
-        from ctrl_rl.robots.packages import resolve
-
         resolve(mjcf)  # not fetched: the error names `ctrl-rl fetch-robots`
     elif not Path(mjcf).is_file():  # the bundle names the MJCF where it trained: the run has moved
         raise FileNotFoundError(f"the bundle's robot {config['name']} was trained on the MJCF {mjcf}, which is not on "
@@ -446,8 +433,6 @@ def main(argv: list[str]) -> None:
     except (ValueError, FileNotFoundError, PermissionError, ImportError) as e:
         if os.environ.get("CTRL_RL_DEBUG"):
             raise
-        from ctrl_rl.utils.extras import missing
-
         print(f"ctrl-rl deploy: error: {missing(e, f'ctrl-rl deploy {args.command}') or e}", file=sys.stderr)
         sys.stderr.flush()
         sys.stdout.flush()

@@ -15,6 +15,7 @@ import numpy as np
 
 from ctrl_rl.utils.files import atomic_write
 
+from .gait_recorder import load
 from .gait_report import GaitReport, GaitSpec, GaitTrace, gait_report, heading_velocity
 
 
@@ -38,8 +39,6 @@ def sim2sim_report(args: Any, status: dict[str, Any], sim: dict[str, Any], gait_
     """``ctrl-rl deploy sim2sim``'s gait report of the bridge's policy phase, printed and written into the
     ``--summary`` JSON (the node's status, the bridge's as ``bridge``, the report as ``gait``) with its PNG
     next to it; None when the bridge recorded no policy phase."""
-    from .gait_recorder import load
-
     if not gait_path.exists():
         print("gait report: none (the bridge saved no traces)")
         return None

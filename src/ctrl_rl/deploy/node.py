@@ -40,8 +40,8 @@ import numpy as np
 from ctrl_rl.robots.terms import projected_gravity
 
 from . import messages as m
-from .config import COMMAND_FORMATS, NodeParams, TopicQos
 from .height_map import HeightMapSpec
+from .node_params import COMMAND_FORMATS, NodeParams, TopicQos
 from .recorder import EpisodeRecorder, episode_end
 from .robot_policy import RobotPolicy, joint_index_map
 from .safety import OPERATOR_STOPS, Mode, SafetyConfig, SafetyStateMachine, find_fault, pose_fault

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from .params import check_value, from_flat
+from .typed_params import check_value, from_flat
 
 STATE_TIMEOUT_PERIODS = 2.0
 """``safety.state_timeout = 0`` means this many control periods (see the field's docstring)."""

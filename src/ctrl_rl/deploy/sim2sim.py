@@ -26,12 +26,19 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import mujoco
 import numpy as np
+
+from ctrl_rl.robots.robot import build_model, joint_indices, load_robot
+from ctrl_rl.robots.terrain import TerrainConfig, add_limb_colliders, add_to_spec, generate
+from ctrl_rl.robots.velocity_config import policy_terms
 
 from . import messages as m
 from .gait_recorder import GaitRecorder
 from .height_map import HeightMapSpec, grid_shape, yaw_points
+from .node_params import TopicQos
 from .stats import LoopTimer
+from .transports import TRANSPORTS, make_transport
 
 log = logging.getLogger("ctrl_rl.deploy.sim2sim")
 
@@ -102,17 +109,11 @@ class Sim2SimBridge:
     """One simulated robot: step physics in real time, publish state, apply received commands."""
 
     def __init__(self, cfg: BridgeConfig, transport: Any) -> None:
-        import mujoco
-
-        from ctrl_rl.robots.robot import build_model, load_robot
-
         self.cfg, self.transport, self.mj = cfg, transport, mujoco
         self.robot = load_robot(cfg.robot)
         self.terrain = None
         scene = None
         if cfg.terrain is not None:  # the training terrain, rebuilt from its config (numpy + mujoco only)
-            from ctrl_rl.robots.terrain import TerrainConfig, add_limb_colliders, add_to_spec, generate
-
             self.terrain = generate(TerrainConfig.from_dict(cfg.terrain))
 
             def scene(spec: Any) -> None:
@@ -177,8 +178,6 @@ class Sim2SimBridge:
             self._pub_map = transport.publisher(cfg.height_map_topic, m.Float64MultiArray)
         self.map_decim = max(1, round(1.0 / (cfg.height_map_rate_hz * self.model.opt.timestep)))
         transport.subscribe(cfg.joint_command_topic, m.Float64MultiArray, self._on_command)
-        from .config import TopicQos
-
         status_qos = TopicQos("reliable", 1, "transient_local")
         transport.subscribe(cfg.status_topic, m.String, self._on_status, qos=status_qos)
         if self.gantry:
@@ -188,8 +187,6 @@ class Sim2SimBridge:
     def _place(self) -> None:
         """Default pose at the standing height; for ``lying``, fold the legs under PD and let the
         body settle for a second of simulated time before anything is published."""
-        from ctrl_rl.robots.robot import joint_indices
-
         qadr, _ = joint_indices(self.model, self.robot)
         self.data.qpos[:] = self.model.qpos0
         self.data.qpos[2] = self.robot.init_height
@@ -372,8 +369,6 @@ class Sim2SimBridge:
 
 def _noise_scales(level: float) -> dict[str, float]:
     """Half-widths of the uniform state noise at ``level`` times training's (the policy terms' own)."""
-    from ctrl_rl.robots.velocity_config import policy_terms
-
     return {t.name: float(t.noise) for t in policy_terms(level)}
 
 
@@ -395,8 +390,6 @@ def write_json(path: str, data: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from .transports import TRANSPORTS, make_transport
-
     ap = argparse.ArgumentParser(prog="python -m ctrl_rl.deploy.sim2sim", description=__doc__.split("\n\n")[0])
     ap.add_argument("--robot", default="ctrl_quad")
     ap.add_argument("--transport", choices=TRANSPORTS, default="dds")
@@ -428,8 +421,6 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     order: list[str] = []
     if args.joint_order:
-        from ctrl_rl.robots.robot import load_robot
-
         names = list(load_robot(args.robot).joint_names)
         order = names[::-1] if args.joint_order == "reversed" else args.joint_order.split(",")
     cfg = BridgeConfig(robot=args.robot, physics_dt=args.physics_dt, state_rate_hz=args.state_rate,
@@ -443,9 +434,7 @@ def main(argv: list[str] | None = None) -> None:
                        height_map=json.loads(args.height_map) if args.height_map else None)
     unitree = None
     if args.transport == "unitree":  # the bridge plays the robot's side of Unitree's protocol
-        from ctrl_rl.robots.robot import load_robot
-
-        from .unitree_msgs import family_for
+        from .unitree_msgs import family_for  # optional extra: cyclonedds, for the unitree transport only
 
         robot = load_robot(args.robot)
         cfg.command_format = "position_gains"

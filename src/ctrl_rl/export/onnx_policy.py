@@ -14,6 +14,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from ctrl_rl.nets.memory import RecurrentPolicy
+from ctrl_rl.nets.residual import OnnxBase, ResidualPolicy
 from ctrl_rl.utils.files import atomic_write
 
 PARITY_TOL = 1e-5
@@ -68,8 +70,6 @@ class _ResidualHead(nn.Module):
 
 def _onnx_base_of(actor: nn.Module):
     """The :class:`~ctrl_rl.nets.residual.OnnxBase` of a residual policy, if it has one."""
-    from ctrl_rl.nets.residual import OnnxBase, ResidualPolicy
-
     if isinstance(actor, ResidualPolicy) and isinstance(actor.base.policy, OnnxBase):
         return actor.base.policy
     return None
@@ -186,7 +186,6 @@ def export_onnx(
     """
     import onnx
 
-    from ctrl_rl.nets.memory import RecurrentPolicy
 
     rng = np.random.default_rng(seed)
     policy = ExportedPolicy(actor, action_bounds).cpu().eval()
@@ -200,7 +199,7 @@ def export_onnx(
         examples = (torch.zeros(2, obs_dim),) + ((torch.zeros(2, noise_dim),) if noise_dim else ())
         model = _torch_to_onnx(policy, examples, ["obs", "noise"][: len(examples)], opset)
     else:  # residual on an ONNX base: export the head, splice the base graph in front of it
-        from ctrl_rl.export.compose import compose_base_and_head
+        from ctrl_rl.export.compose import compose_base_and_head  # optional: onnx, only for a residual's ONNX base
 
         noise_dim, action_dim = 0, actor.actor.action_dim
         head = ExportedPolicy(_ResidualHead(actor.actor), action_bounds).cpu().eval()

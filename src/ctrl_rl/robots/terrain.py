@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from .terms import namespace
+
 TERRAIN_TYPES = ("flat", "rough", "slope_up", "slope_down", "stairs_up", "stairs_down", "obstacles")
 """Sub-terrain types, in the column order a grid lays them out."""
 
@@ -234,8 +236,6 @@ class Terrain:
         stores a heightfield) is split along its ``z00 -> z11`` diagonal into two planes.
         Points outside the grid take the height of its nearest edge.
         """
-        from .terms import namespace
-
         xp = namespace(x)
         h, (x0, y0) = self.cfg.horizontal_scale, self.corner
         grid = self._grid_for(x)
@@ -340,7 +340,7 @@ def add_limb_colliders(spec: Any) -> int:
     """
     import mujoco
 
-    from .robot import FOOT_ZONE_MARGIN
+    from .robot import FOOT_ZONE_MARGIN  # optional extra: mujoco (robot.py); generating terrain is numpy-only
 
     added = 0
     for body in spec.bodies[1:]:

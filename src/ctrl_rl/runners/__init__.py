@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from ctrl_rl import distributed
+from ctrl_rl.algos.registry import learner, learners
+from ctrl_rl.config import ConfigError
 from ctrl_rl.registry import Registry
 from ctrl_rl.utils.modules import import_package_modules
 
@@ -26,9 +28,6 @@ def runner_class(loop: str) -> type:
 
 def make_runner(env: Any, cfg: Any, log_dir: Path | None = None) -> Any:
     """The runner of the loop ``cfg.algo.name`` registered, after checking the learner supports this launch."""
-    from ctrl_rl.algos.registry import learner, learners
-    from ctrl_rl.config import ConfigError
-
     entry = learner(cfg.algo.name)
     if distributed.enabled() and not entry.torchrun:
         able = ", ".join(n for n, e in learners().items() if e.torchrun)

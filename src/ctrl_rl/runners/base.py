@@ -23,11 +23,11 @@ import torch
 import ctrl_rl
 from ctrl_rl import distributed
 from ctrl_rl.algos import make_algorithm
-from ctrl_rl.config import TrainConfig
+from ctrl_rl.config import ConfigError, TrainConfig
 from ctrl_rl.env import VecEnv
 from ctrl_rl.nets.normalizer import sync_pending
 from ctrl_rl.runners import LOOPS
-from ctrl_rl.utils.checkpoint import (
+from ctrl_rl.utils.checkpoint_files import (
     load_file,
     remove_leftovers,
     remove_stale_replays,
@@ -148,8 +148,6 @@ class Runner:
         to the value :meth:`total_iterations` turns into ``total`` (Uni-O4's: ``total`` less its offline
         iterations); before :meth:`learn`, and saved with every checkpoint. ``ConfigError`` when no value
         does: another key sets the length (BC's ``algo.num_passes``), or ``total`` is too short for it."""
-        from ctrl_rl.config import ConfigError
-
         before = self.total_iterations() - self.cfg.runner.max_iterations  # iterations it does not count
         value, least = total - before, self.cfg.algo.min_iterations
         if value < least:
@@ -233,7 +231,7 @@ class Runner:
     def save(self, path: Path) -> Path:
         """``model_<it>.pt``, after an off-policy learner's replay buffer went to ``replay_<it>.pt``
         beside it (a 1M-transition buffer is hundreds of MB: only the newest pair is kept; the
-        model file, written last, is what makes a replay count: see ``utils/checkpoint.py``).
+        model file, written last, is what makes a replay count: see ``utils/checkpoint_files.py``).
 
         Under torchrun every rank calls this: rank ``r > 0`` writes its own replay and hands its
         :meth:`rank_state` to rank 0, which writes the checkpoint after checking that the replicas

@@ -8,7 +8,10 @@ from typing import Any
 import torch
 
 from ctrl_rl.env import Obs, VecEnv
+from ctrl_rl.nets.actor_critic import concat_groups
+from ctrl_rl.nets.memory import StatefulPolicy
 from ctrl_rl.sims.build import build_env
+from ctrl_rl.storage.dataset import Dataset
 
 Policy = Callable[[Obs], torch.Tensor]
 
@@ -16,8 +19,6 @@ Policy = Callable[[Obs], torch.Tensor]
 def episodes_ended(policy: Policy, dones: torch.Tensor | None) -> None:
     """Tell a recurrent policy (:class:`~ctrl_rl.nets.memory.StatefulPolicy`) that envs ``dones`` start
     new episodes (None: the whole batch was reset); a feed-forward policy keeps no state."""
-    from ctrl_rl.nets.memory import StatefulPolicy
-
     if isinstance(policy, StatefulPolicy):
         policy.episodes_ended(dones)
 
@@ -111,9 +112,6 @@ def collect_dataset(env: VecEnv, policy: Policy, steps_per_env: int, seed: int, 
     episode an env is in when collection stops is marked as a timeout on its last row (it was
     cut, not terminated: a learner bootstraps it from ``next_observations``).
     """
-    from ctrl_rl.nets.actor_critic import concat_groups
-    from ctrl_rl.storage.dataset import Dataset
-
     behavior = with_action_noise(env, policy, noise_std, seed)
     obs = env.reset(seed=seed)
     episodes_ended(policy, None)

@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from ctrl_rl.algos.pql import PQL, ROLES
+from ctrl_rl.config import ConfigError
 from ctrl_rl.runners import LOOPS
 from ctrl_rl.runners.base import Runner
 from ctrl_rl.utils.guards import check_learner_finite
@@ -138,8 +139,6 @@ class PQLRunner(Runner):
 
     def __init__(self, env, cfg, log_dir: Path | None = None):
         if cfg.profile:
-            from ctrl_rl.config import ConfigError
-
             raise ConfigError("profile: PQL's three concurrent roles are not one loop to split; its Perf/* "
                               "tags report each role's rate. Drop profile=true for algo=pql")
         super().__init__(env, cfg, log_dir)

@@ -10,6 +10,8 @@ their envs through ``ctrl_rl.sims.build.build_env``, which calls :func:`make_env
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +20,18 @@ import torch
 
 from ctrl_rl.env import VecEnv
 from ctrl_rl.registry import Registry, UnknownNameError, closest
+from ctrl_rl.robots import tasks as robot_tasks
+from ctrl_rl.utils.docs import field_docs
+from ctrl_rl.utils.extras import missing
+
+from .history import with_history
+from .isaacgym import _TASKS as ISAACGYM_TASKS  # the adapters only: Isaac Gym, Isaac Lab and mjlab load in
+from .isaacgym import INSTALL as ISAACGYM_INSTALL  # their factories
+from .isaacgym import LEGGED_GYM_TASKS
+from .isaacgym import make_env as make_isaacgym_env
+from .isaaclab import ISAACLAB_INSTALL, ISAACLAB_TASKS, make_isaaclab_env
+from .mjlab import MJLAB_INSTALL, MJLAB_TASKS, make_mjlab_env
+from .torch_envs import TASKS as TORCH_TASKS
 
 __all__ = ["SIMS", "SimBackend", "check_task", "list_tasks", "make_env", "register_sim", "unavailable"]
 
@@ -61,10 +75,6 @@ def register_sim(name: str, make: Callable[..., VecEnv], tasks: Callable[[], lis
 def unavailable(sim: str) -> str | None:
     """Why ``sim`` cannot run here, naming what to install (its extra, or its own install line), or
     None when every module it needs is found (nothing is imported)."""
-    import importlib.util
-
-    from ctrl_rl.utils.extras import missing
-
     backend = SIMS[sim]
     for module in backend.needs:
         try:
@@ -98,8 +108,6 @@ def check_task(sim: str, task: str) -> None:
 
 def _closed_tasks() -> dict[str, list[str] | str]:
     """Each exhaustive backend's task ids, or why it has none here (its missing extra)."""
-    from ctrl_rl.utils.extras import missing
-
     out: dict[str, list[str] | str] = {}
     for name, backend in SIMS.items():
         if not backend.closed:
@@ -143,8 +151,6 @@ def make_env(
     env = backend.make(task, int(num_envs), device, seed, **task_kwargs)
     if not history:
         return env
-    from .history import with_history
-
     return with_history(env, **history)  # type: ignore[arg-type]
 
 
@@ -168,24 +174,16 @@ def task_parameters(sim: str, task: str, kwargs: dict[str, Any]) -> list[tuple[s
     with the values ``kwargs`` give them; a wrong name is refused with the declared ones listed.
     None for backends whose tasks take parameters this package does not declare (gymnasium,
     Isaac Lab, mjlab, Isaac Gym: their kwargs go to the simulator's own config)."""
-    import dataclasses
-
-    from ctrl_rl.utils.docs import field_docs
-
     history = [(name, kwargs.get(name), doc) for name, doc in HISTORY_PARAMETERS.items()]
     kwargs = {k: v for k, v in kwargs.items() if k not in HISTORY_PARAMETERS}
     if sim in ("mujoco", "mjwarp"):
-        from ctrl_rl.robots import tasks
-
-        entry = tasks().get(task)
+        entry = robot_tasks().get(task)
         if entry is None:
             return None
         cls = entry.config
         cfg, docs = entry.make_config(**kwargs), field_docs(cls)
         return [(f.name, getattr(cfg, f.name), docs.get(f.name, "")) for f in dataclasses.fields(cls)] + history
     if sim == "torch":
-        from .torch_envs import TASKS as TORCH_TASKS
-
         env_cls = TORCH_TASKS.get(task)
         if env_cls is None:
             return None
@@ -198,17 +196,13 @@ def task_parameters(sim: str, task: str, kwargs: dict[str, Any]) -> list[tuple[s
 
 
 def _torch_tasks() -> list[str]:
-    from .torch_envs import TASKS
-
-    return sorted(TASKS)
+    return sorted(TORCH_TASKS)
 
 
 def _make_torch(
     task: str, num_envs: int, device: str | torch.device, seed: int | None, **kw: object
 ) -> VecEnv:
-    from .torch_envs import TASKS
-
-    cls = TASKS[task]
+    cls = TORCH_TASKS[task]
     cls.Params.make(task, **kw)  # a wrong name is refused naming the task id
     return cls(num_envs, device, seed, **kw)
 
@@ -226,7 +220,7 @@ def _gymnasium_tasks() -> list[str]:
 def _make_gymnasium(
     task: str, num_envs: int, device: str | torch.device, seed: int | None, **kw: object
 ) -> VecEnv:
-    from .gymnasium_env import GymnasiumVecEnv  # imports gymnasium only when used
+    from .gymnasium_env import GymnasiumVecEnv  # optional extra: gymnasium
 
     return GymnasiumVecEnv(task, num_envs, device, seed, **kw)
 
@@ -234,14 +228,10 @@ def _make_gymnasium(
 def _robot_tasks(*modules: str) -> list[str]:
     """The robot tasks, once ``modules`` import (a missing one raises naming itself: the CLIs turn that
     into the extra to install, where an empty list would read as "no such task")."""
-    import importlib.util
-
-    from ctrl_rl.robots import tasks
-
     for module in modules:  # found, not imported: warp's import is slow and talks about CUDA
         if importlib.util.find_spec(module) is None:
             raise ModuleNotFoundError(f"No module named '{module}'", name=module)
-    return sorted(tasks())
+    return sorted(robot_tasks())
 
 
 def _mujoco_tasks() -> list[str]:
@@ -253,8 +243,8 @@ def _mjwarp_tasks() -> list[str]:
 
 
 def _make_mujoco(task: str, num_envs: int, device: str | torch.device, seed: int | None, **kw: object) -> VecEnv:
-    from .mujoco_cpu import CpuPhysics
-    from .mujoco_env import make_mujoco_env
+    from .mujoco_cpu import CpuPhysics  # optional extra: mujoco
+    from .mujoco_env import make_mujoco_env  # optional extra: mujoco
 
     if torch.device(device).type != "cpu":
         raise ValueError("sim 'mujoco' steps on CPU threads; use device=cpu, or sim=mjwarp for the GPU")
@@ -263,8 +253,8 @@ def _make_mujoco(task: str, num_envs: int, device: str | torch.device, seed: int
 
 def _make_mjwarp(task: str, num_envs: int, device: str | torch.device, seed: int | None,
                  physics: dict[str, Any] | None = None, **kw: object) -> VecEnv:
-    from .mujoco_env import make_mujoco_env
-    from .mujoco_warp import WarpPhysics, warp_device
+    from .mujoco_env import make_mujoco_env  # optional extra: mujoco
+    from .mujoco_warp import WarpPhysics, warp_device  # optional extra: mjwarp
 
     warp_device(torch.device(device))  # cpu or cuda, else a clear error before building anything
     options = dict(physics or {})
@@ -282,30 +272,20 @@ register_sim("gymnasium", _make_gymnasium, _gymnasium_tasks, needs=("gymnasium",
 
 # ---- Isaac Lab's RL API: Isaac Lab itself, and mjlab (the same API on MuJoCo Warp) -------------
 def _make_isaaclab(task: str, num_envs: int, device: str | torch.device, seed: int | None, **kw: object) -> VecEnv:
-    from .isaaclab import make_isaaclab_env  # imports Isaac Lab only when used
-
     return make_isaaclab_env(task, num_envs, device, seed, **kw)
 
 
 def _make_mjlab(task: str, num_envs: int, device: str | torch.device, seed: int | None, **kw: object) -> VecEnv:
-    from .isaaclab import make_mjlab_env  # imports mjlab only when used (it lives in .venv-mjlab)
-
     return make_mjlab_env(task, num_envs, device, seed, **kw)
 
 
 def _isaaclab_tasks() -> list[str]:
-    from .isaaclab import ISAACLAB_TASKS
-
     return list(ISAACLAB_TASKS)
 
 
 def _mjlab_tasks() -> list[str]:
-    from .isaaclab import MJLAB_TASKS
-
     return list(MJLAB_TASKS)
 
-
-from .isaaclab import ISAACLAB_INSTALL, MJLAB_INSTALL  # noqa: E402 - the adapter only (no Isaac Lab, no mjlab)
 
 register_sim("isaaclab", _make_isaaclab, _isaaclab_tasks, needs=("isaaclab",), install=ISAACLAB_INSTALL)
 register_sim("mjlab", _make_mjlab, _mjlab_tasks, needs=("mjlab",), install=MJLAB_INSTALL)
@@ -313,17 +293,11 @@ register_sim("mjlab", _make_mjlab, _mjlab_tasks, needs=("mjlab",), install=MJLAB
 
 # ---- Isaac Gym (legacy): legged_gym-style tasks ------------------------------------------------
 def _make_isaacgym(task: str, num_envs: int, device: str | torch.device, seed: int | None, **kw: object) -> VecEnv:
-    from .isaacgym import make_env  # imports legged_gym (and so isaacgym) only for its own tasks
-
-    return make_env(task, num_envs, device, seed, **kw)
+    return make_isaacgym_env(task, num_envs, device, seed, **kw)
 
 
 def _isaacgym_tasks() -> list[str]:
-    from .isaacgym import _TASKS, LEGGED_GYM_TASKS
+    return [*ISAACGYM_TASKS, *LEGGED_GYM_TASKS]
 
-    return [*_TASKS, *LEGGED_GYM_TASKS]
-
-
-from .isaacgym import INSTALL as ISAACGYM_INSTALL  # noqa: E402 - the adapter only (no Isaac Gym)
 
 register_sim("isaacgym", _make_isaacgym, _isaacgym_tasks, needs=("isaacgym", "legged_gym"), install=ISAACGYM_INSTALL)

@@ -20,7 +20,7 @@ returned observation. :class:`IsaacGymVecEnv` maps that onto contract 1:
   one process do not disturb each other.
 
 Tasks come from legged_gym's ``task_registry`` (``task.kwargs`` set fields of its env config by
-dotted name: ``task.kwargs.terrain.mesh_type=plane``), or from :func:`register_task` (the tests
+dotted name: ``task.kwargs.terrain.mesh_type=plane``), or from :func:`register_isaacgym_task` (the tests
 register a stand-in, ``tests/legged_gym_standin.py``, as ``legged_standin``: that is how everything
 here is tested without Isaac Gym). The bundle gets the task's robot data (joint names in order, default
 angles, PD gains, action scale, decimation, dt, torque and joint limits) and observation layout.
@@ -37,6 +37,8 @@ import torch
 
 from ctrl_rl.env import Obs, StepResult, VecEnv
 
+from .isaacgym_bundle import legged_gym_metadata
+
 log = logging.getLogger(__name__)
 
 INSTALL = ("sim=isaacgym needs Isaac Gym Preview 4 (NVIDIA's archive, Python 3.8, an NVIDIA GPU) and legged_gym in "
@@ -49,7 +51,7 @@ LEGGED_GYM_TASKS = ["anymal_c_flat", "anymal_c_rough", "a1", "cassie", "go2", "g
 """Listed for ``sim=isaacgym`` (legged_gym's and unitree_rl_gym's registry names); any registered name works."""
 
 
-def register_task(name: str, make: Callable[[int, torch.device, dict[str, Any]], Any]) -> None:
+def register_isaacgym_task(name: str, make: Callable[[int, torch.device, dict[str, Any]], Any]) -> None:
     """Make ``name`` available to ``sim=isaacgym`` (a stand-in, or a task outside legged_gym's registry)."""
     _TASKS[name] = make
 
@@ -222,8 +224,6 @@ class IsaacGymVecEnv(VecEnv):
             self.env.compute_observations()
 
     def deploy_metadata(self) -> dict[str, Any]:
-        from .isaacgym_bundle import legged_gym_metadata
-
         return legged_gym_metadata(self.env)
 
     def close(self) -> None:

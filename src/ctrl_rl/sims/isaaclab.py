@@ -45,16 +45,8 @@ ISAACLAB_TASKS = [
 ]
 """Listed for ``sim=isaaclab`` (Isaac Lab 3.x ids; 2.x ids end in ``-v0``); any registered id works."""
 
-MJLAB_TASKS = [
-    "Mjlab-Cartpole-Balance", "Mjlab-Cartpole-Swingup", "Mjlab-Velocity-Flat-Unitree-Go1",
-    "Mjlab-Velocity-Rough-Unitree-Go1", "Mjlab-Velocity-Flat-Unitree-G1", "Mjlab-Velocity-Rough-Unitree-G1",
-]
-"""Listed for ``sim=mjlab`` (mjlab 1.6.0); any id in mjlab's registry works."""
-
 ISAACLAB_INSTALL = ("sim=isaaclab needs Isaac Lab in this venv (Python 3.12, an NVIDIA GPU): "
                     "pip install 'isaaclab[isaacsim]==3.0.0' (it brings torch 2.11)")
-MJLAB_INSTALL = ("sim=mjlab needs mjlab, which pins mujoco 3.11 and so lives in its own venv: "
-                 "run `bash scripts/setup_mjlab_env.sh`, then use `.venv-mjlab/bin/ctrl-rl`")
 
 _GROUPS = {"policy": "policy", "actor": "policy", "critic": "critic"}
 """Env observation group -> contract group (mjlab calls its policy group ``actor``)."""
@@ -266,31 +258,13 @@ def apply_cfg_overrides(cfg: Any, overrides: Mapping[str, Any], prefix: str = "t
             setattr(cfg, key, value)
 
 
-def _device_str(device: str | torch.device) -> str:
+def device_str(device: str | torch.device) -> str:
+    """``cuda:<index>`` (index 0 by default) or ``cpu``: the device string both simulators take."""
     d = torch.device(device)
     return f"cuda:{d.index or 0}" if d.type == "cuda" else str(d)
 
 
-# ---- factories (registered in ctrl_rl.sims) ---------------------------------------------
-def make_mjlab_env(task: str, num_envs: int, device: str | torch.device = "cpu",
-                   seed: int | None = None, **cfg_overrides: Any) -> IsaacLabVecEnv:
-    """An mjlab task from mjlab's own registry (``load_env_cfg``), as a :class:`IsaacLabVecEnv`."""
-    try:
-        import mjlab.tasks  # noqa: F401 - registers mjlab's task ids
-        from mjlab.envs import ManagerBasedRlEnv
-        from mjlab.tasks.registry import list_tasks, load_env_cfg
-    except ImportError as exc:
-        raise ValueError(f"{MJLAB_INSTALL} ({exc})") from None
-    if task not in list_tasks():
-        raise UnknownNameError.of("task", task, list_tasks(), context=" for sim 'mjlab'")
-    cfg = load_env_cfg(task)
-    cfg.scene.num_envs = num_envs
-    if seed is not None:
-        cfg.seed = seed
-    apply_cfg_overrides(cfg, cfg_overrides)
-    return IsaacLabVecEnv(ManagerBasedRlEnv(cfg, device=_device_str(device)), seed=seed)
-
-
+# ---- the factory (registered in ctrl_rl.sims; mjlab's is in sims/mjlab.py) ------------
 def make_isaaclab_env(task: str, num_envs: int, device: str | torch.device = "cuda:0",
                       seed: int | None = None, **cfg_overrides: Any) -> IsaacLabVecEnv:
     """An Isaac Lab task via ``gymnasium.make(task, cfg=parse_env_cfg(...))``, headless.
@@ -304,7 +278,7 @@ def make_isaaclab_env(task: str, num_envs: int, device: str | torch.device = "cu
         import isaaclab.app as app
     except ImportError as exc:
         raise ValueError(f"{ISAACLAB_INSTALL} ({exc})") from None
-    dev = _device_str(device)
+    dev = device_str(device)
     on_close = None
     if not hasattr(app, "launch_simulation"):  # Isaac Lab 2.x
         app.AppLauncher(headless=True, device=dev)

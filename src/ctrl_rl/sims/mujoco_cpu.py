@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from mujoco import rollout
 
+from ctrl_rl.robots.terrain import TERRAIN_GEOM_GROUP
 from ctrl_rl.utils import threads
 
 from .mujoco_env import Physics
@@ -140,8 +141,6 @@ class CpuPhysics(Physics):
 
     def cast_down(self, start: torch.Tensor) -> torch.Tensor:
         """``mj_ray`` per ray (~5 us each): MuJoCo's batched ``mj_multiRay`` starts every ray at one point."""
-        from ctrl_rl.robots.terrain import TERRAIN_GEOM_GROUP
-
         if self._ray_data is None:
             self._ray_data = mujoco.MjData(self.model)
             mujoco.mj_kinematics(self.model, self._ray_data)  # static geoms' poses; robots are excluded below

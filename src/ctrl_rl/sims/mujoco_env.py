@@ -19,8 +19,12 @@ import torch
 
 from ctrl_rl.env import Obs, StepResult, VecEnv
 from ctrl_rl.mirror import EnvMirror
+from ctrl_rl.robots import task_entry
+from ctrl_rl.robots.robot import derived_values, load_robot
 from ctrl_rl.task import MjTask
 from ctrl_rl.utils.cuda_graphs import CapturedStep, clone_tensors, keep_bindings
+
+from .render import OffscreenRenderer
 
 
 class Physics(ABC):
@@ -251,8 +255,6 @@ class MjVecEnv(VecEnv):
         return self.task.mirror()
 
     def deploy_metadata(self) -> dict[str, Any]:
-        from ctrl_rl.robots.robot import derived_values
-
         meta = self.task.deploy_metadata()
         meta["physics_dt"] = float(self.physics.model.opt.timestep)
         if self.task.robot is not None:  # a task without a robot (an arm from its own MJCF) has no robot size
@@ -262,8 +264,6 @@ class MjVecEnv(VecEnv):
     # -- rendering --------------------------------------------------------------------------
     def render_frame(self, env_idx: int = 0) -> np.ndarray:
         """An RGB frame of world ``env_idx`` (offscreen; see ``ctrl_rl.sims.render``)."""
-        from .render import OffscreenRenderer
-
         if self._renderer is None:  # the task's model with its visual meshes, where it has one
             make = getattr(self.task, "render_model", None)
             self._render_model = make() if make is not None else self.physics.model
@@ -288,9 +288,6 @@ def make_mujoco_env(physics_factory: Any, task: str, num_envs: int, device: str 
     """Build a registered task (``ctrl_rl.robots.TASKS``) on the physics ``physics_factory(model, num_envs,
     device)``; the task config's ``apply_physics(model, robot)`` sets its physics profile first. A config
     whose ``robot`` is None builds its model without one (``ctrl_rl.task.MjTaskConfig``)."""
-    from ctrl_rl.robots import task_entry
-    from ctrl_rl.robots.robot import load_robot
-
     entry = task_entry(task)
     task_cls, cfg = entry.task, entry.make_config(**task_kwargs)
     robot = load_robot(cfg.robot) if cfg.robot is not None else None

@@ -41,6 +41,8 @@ from typing import Any
 import mujoco
 import torch
 
+from ctrl_rl.robots.terrain import TERRAIN_GEOM_GROUP
+
 from .mujoco_env import Physics
 from .warp_alloc import allocation, overflow_error
 
@@ -399,8 +401,6 @@ class WarpPhysics(Physics):
 
     def cast_down(self, start: torch.Tensor) -> torch.Tensor:
         """``mujoco_warp.rays``: every world's rays in one kernel launch, on the physics device."""
-        from ctrl_rl.robots.terrain import TERRAIN_GEOM_GROUP
-
         wp, n, r = self._wp, start.shape[0], start.shape[1]
         if self._rays is None or self._rays["pnt"].shape[1] != r:
             with wp.ScopedDevice(self._wp_device):

@@ -60,17 +60,17 @@ def make_transport(name: str, namespace: str = "", domain_id: int | None = None,
     """``'dds'``, ``'rclpy'`` or ``'unitree'`` (``unitree``: ``family`` go|hg, ``joint_names``,
     ``side`` node|robot); errors name the install that is missing."""
     if name == "unitree":
-        from ..unitree_msgs import FAMILIES
-        from .unitree import UnitreeTransport
+        from ..unitree_msgs import FAMILIES  # optional extra: cyclonedds (deploy)
+        from .unitree import UnitreeTransport  # optional extra: cyclonedds (deploy)
 
         opts = dict(unitree or {})
         return UnitreeTransport(FAMILIES[opts.pop("family")], namespace=namespace, domain_id=domain_id, **opts)
     if name == "dds":
-        from .dds import DdsTransport
+        from .dds import DdsTransport  # optional extra: cyclonedds (deploy)
 
         return DdsTransport(namespace=namespace, domain_id=domain_id)
     if name == "rclpy":
-        from .ros2 import RclpyTransport
+        from .ros2 import RclpyTransport  # optional: rclpy, from a ROS 2 install
 
         return RclpyTransport(namespace=namespace, domain_id=domain_id, node_name=node_name)
     raise ValueError(f"transport must be one of {TRANSPORTS}, got '{name}'")

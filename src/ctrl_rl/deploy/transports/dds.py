@@ -40,7 +40,7 @@ from cyclonedds.topic import Topic
 from cyclonedds.util import duration
 
 from .. import messages as m
-from ..config import TopicQos
+from ..node_params import TopicQos
 from . import split_stamp, stamp_seconds
 
 log = logging.getLogger(__name__)
@@ -307,7 +307,7 @@ with a reliable reader one lost packet holds back every later sample until it is
 
 
 def qos_policies(q: TopicQos, reader: bool) -> Qos:
-    """A :class:`~ctrl_rl.deploy.config.TopicQos` as cyclonedds policies (ROS 2's mapping)."""
+    """A :class:`~ctrl_rl.deploy.node_params.TopicQos` as cyclonedds policies (ROS 2's mapping)."""
     rel = (Policy.Reliability.Reliable(max_blocking_time=duration(milliseconds=100)) if q.reliability == "reliable"
            else Policy.Reliability.BestEffort)
     dur = Policy.Durability.TransientLocal if q.durability == "transient_local" else Policy.Durability.Volatile

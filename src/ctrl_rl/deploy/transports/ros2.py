@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from ..config import TopicQos
 from ..messages import (
     MESSAGE_TYPES,
     Bool,
@@ -33,6 +32,7 @@ from ..messages import (
     Twist,
     type_name,
 )
+from ..node_params import TopicQos
 from . import split_stamp, stamp_seconds
 
 FASTDDS_TRANSPORTS = "UDPv4"
@@ -194,7 +194,7 @@ assert set(CONVERTERS) == set(MESSAGE_TYPES.values())
 
 
 def ros_qos(q: TopicQos) -> QoSProfile:
-    """A :class:`~ctrl_rl.deploy.config.TopicQos` as an rclpy profile."""
+    """A :class:`~ctrl_rl.deploy.node_params.TopicQos` as an rclpy profile."""
     return QoSProfile(
         history=HistoryPolicy.KEEP_LAST, depth=q.depth,
         reliability=ReliabilityPolicy.RELIABLE if q.reliability == "reliable" else ReliabilityPolicy.BEST_EFFORT,

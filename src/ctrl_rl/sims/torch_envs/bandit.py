@@ -19,7 +19,7 @@ import torch
 
 from ctrl_rl.env import Obs
 
-from .base import State, TaskParams, TorchVecEnv, register_task, task_number
+from .base import State, TaskParams, TorchVecEnv, register_torch_task, task_number
 
 
 @dataclasses.dataclass
@@ -66,4 +66,4 @@ class BimodalBanditEnv(TorchVecEnv):
         return {"policy": (1.0 - state["t"]).unsqueeze(1)}
 
 
-register_task("bimodal_bandit", BimodalBanditEnv)
+register_torch_task("bimodal_bandit", BimodalBanditEnv)

@@ -270,9 +270,9 @@ TASKS: Registry[type[TorchVecEnv]] = Registry("task", context=" for sim 'torch'"
 registers it."""
 
 
-def register_task(name: str, cls: type[TorchVecEnv]) -> type[TorchVecEnv]:
+def register_torch_task(name: str, cls: type[TorchVecEnv]) -> type[TorchVecEnv]:
     """Add (or replace) a pure-torch task: ``ctrl-rl train task=<name>`` then builds ``cls`` (the
     fields of its ``Params`` dataclass are the task's ``task.kwargs``, shown by ``--help``)."""
     if not (isinstance(cls, type) and issubclass(cls, TorchVecEnv)):
-        raise TypeError(f"register_task({name!r}): {cls!r} is not a TorchVecEnv subclass")
+        raise TypeError(f"register_torch_task({name!r}): {cls!r} is not a TorchVecEnv subclass")
     return TASKS.register(name, cls)

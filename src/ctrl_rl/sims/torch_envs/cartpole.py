@@ -22,7 +22,7 @@ import torch
 
 from ctrl_rl.env import Obs
 
-from .base import State, TorchVecEnv, register_task, wrap_to_pi
+from .base import State, TorchVecEnv, register_torch_task, wrap_to_pi
 from .draw import ACCENT, Canvas
 
 GRAVITY = 9.8
@@ -164,5 +164,5 @@ class CartpoleSwingupEnv(TorchVecEnv):
         return draw_cartpole(self._state, env_idx)
 
 
-register_task("cartpole_balance", CartpoleBalanceEnv)
-register_task("cartpole_swingup", CartpoleSwingupEnv)
+register_torch_task("cartpole_balance", CartpoleBalanceEnv)
+register_torch_task("cartpole_swingup", CartpoleSwingupEnv)

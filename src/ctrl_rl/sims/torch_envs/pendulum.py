@@ -31,7 +31,7 @@ import torch
 
 from ctrl_rl.env import Obs
 
-from .base import State, TaskParams, TorchVecEnv, register_task, task_choice, task_number, wrap_to_pi
+from .base import State, TaskParams, TorchVecEnv, register_torch_task, task_choice, task_number, wrap_to_pi
 from .draw import ACCENT, Canvas
 
 
@@ -130,4 +130,4 @@ class PendulumEnv(TorchVecEnv):
         return canvas.rgb()
 
 
-register_task("pendulum", PendulumEnv)
+register_torch_task("pendulum", PendulumEnv)

@@ -25,7 +25,7 @@ import torch
 
 from ctrl_rl.env import Obs
 
-from .base import State, TaskParams, TorchVecEnv, register_task, task_number
+from .base import State, TaskParams, TorchVecEnv, register_torch_task, task_number
 from .draw import ACCENT, TARGET, Canvas
 
 
@@ -104,4 +104,4 @@ class PointMassEnv(TorchVecEnv):
         return canvas.rgb()
 
 
-register_task("point_mass", PointMassEnv)
+register_torch_task("point_mass", PointMassEnv)

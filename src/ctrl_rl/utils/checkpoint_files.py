@@ -1,4 +1,5 @@
-"""Atomic checkpoints, RNG capture, and finding the checkpoint a user means.
+"""A run's checkpoint files: atomic writes, integrity, RNG capture, and finding the checkpoint a user
+means (reading one into a learner: ``ctrl_rl.algos.checkpoints``).
 
 A checkpoint is ``model_<it>.pt``; learners with a replay (SAC, PROPS) also write
 ``replay_<it>.pt`` (``replay_rank<r>_<it>.pt`` per extra torchrun rank) *before* it. The model
@@ -136,12 +137,6 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
 
 
 def checkpoint_iteration(path: Path) -> int:

@@ -1,9 +1,8 @@
-"""The update's arithmetic on CUDA (``algo.tf32``, ``algo.autocast``) and its replay as a CUDA graph
-(``algo.cudagraphs``: :class:`~ctrl_rl.utils.cuda_graphs.CapturedStep`, shared with the env step).
+"""The update's arithmetic on CUDA: ``algo.tf32`` (TF32 matrix products) and ``algo.autocast`` (bf16).
 
-A graph-safe update has no host reads (``float(t)``, ``.item()``, data-dependent Python branches),
-a tensor learning rate and a capturable optimizer. On a CPU device nothing is captured and the step
-simply runs, which is how the graph-safe step is tested against the eager one.
+Replaying the update as a CUDA graph (``algo.cudagraphs``) is ``ctrl_rl.utils.cuda_graphs.CapturedStep``,
+shared with the env step; a graph-safe update has no host reads (``float(t)``, ``.item()``,
+data-dependent Python branches), a tensor learning rate and a capturable optimizer.
 """
 
 from __future__ import annotations
@@ -13,10 +12,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-
-from ctrl_rl.utils.cuda_graphs import CapturedStep
-
-__all__ = ["CapturedStep", "update_precision"]
 
 
 @contextlib.contextmanager

@@ -1,7 +1,7 @@
 """The deploy node's parameters (ROS 2 parameters of ``ctrl_rl_node``), with their documentation.
 
 ``ctrl_rl/configs/deploy/node.yaml`` is a params file with every default. All sources (that file,
-``--ros-args``, ``--set``, the node's own options) go through :func:`ctrl_rl.deploy.params.from_flat`.
+``--ros-args``, ``--set``, the node's own options) go through :func:`ctrl_rl.deploy.typed_params.from_flat`.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .params import check_value, from_flat, to_flat
 from .safety import SafetyConfig
+from .typed_params import check_value, from_flat, to_flat
 
 COMMAND_FORMATS = ("position", "position_gains")
 PASSIVE_OUTPUTS = ("hold", "none")
