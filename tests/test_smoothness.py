@@ -104,8 +104,10 @@ def test_a_jittery_policy_raises_the_adaptive_weight_and_a_checkpoint_keeps_it()
 
 def test_the_loss_waits_for_its_start():
     cfg = PPOConfig(num_steps_per_env=8, actor_hidden=[], critic_hidden=[8], normalize_obs=False,
-                    smoothness_coef=0.01, smoothness_target=0.02, smoothness_start=2)
+                    smoothness_coef=0.01, smoothness_target=0.02, smoothness_start=2, learning_rate=1e-4)
     alg = PPO(cfg, {"policy": 1}, 1, num_envs=4, device="cpu")
+    with torch.no_grad():
+        alg.model.actor.net[-1].weight.fill_(0.5)  # a jittery policy: the loss (~4) is far above its target
     seen = []
     for _ in range(3):
         fill_alternating(alg, 8, 4)
