@@ -94,8 +94,8 @@ class PPOConfig(MemoryConfig, AcceleratedConfig, GaussianPolicyConfig, ActorCrit
     policy still exploring at std ~1, the loss holds the mean still against the states' jolts and the
     policy does not learn to balance; measured in docs/experiments/gait_recipe.md)."""
     smoothness_target: Optional[float] = None
-    """Adapt the smoothness weight after each update to hold the loss near this value (x1.5 above 1.5
-    times it, /1.5 below a 1.5th; adaptive KL's rule), starting from ``smoothness_coef``; null: a fixed
+    """Adapt the smoothness weight after each update to hold the loss near this value (x1.5 above twice
+    it, /1.5 below half of it; adaptive KL's rule), starting from ``smoothness_coef``; null: a fixed
     weight. A target needs no tuning per robot: the weight falls away while the policy learns to walk
     (its mean barely moves) and rises once it starts to jitter."""
 

@@ -69,10 +69,8 @@ SMOOTHNESS_WEIGHT_BOUNDS = (1e-4, 100.0)
 
 def adapt_weight(weight: float, measured: float, target: float,
                  bounds: tuple[float, float] = SMOOTHNESS_WEIGHT_BOUNDS) -> float:
-    """A penalty weight steered to hold ``measured`` near ``target`` (the adaptive-KL rule): x1.5 when it is
-    above 1.5 x ``target``, /1.5 below ``target`` / 1.5, unchanged between; within ``bounds``."""
-    if measured > 1.5 * target:
-        weight *= 1.5
-    elif measured < target / 1.5:
-        weight /= 1.5
-    return min(max(weight, bounds[0]), bounds[1])
+    """A penalty weight steered to hold ``measured`` near ``target``: the adaptive-KL rule on its inverse, a
+    step size (x1.5 when ``measured`` is above 2 x ``target``, /1.5 when it is in (0, ``target`` / 2),
+    unchanged otherwise); within ``bounds``."""
+    step = adaptive_kl_learning_rate(1.0 / weight, measured, target, 1.5, 1.0 / bounds[1], 1.0 / bounds[0])
+    return 1.0 / float(step)
