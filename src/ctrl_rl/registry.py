@@ -114,6 +114,10 @@ class Registry(Generic[T]):
     def __len__(self) -> int:
         return len(self._all())
 
+    def __setitem__(self, name: str, entry: T) -> None:
+        """``register`` as item assignment (so ``monkeypatch.setitem`` can lend a test an entry)."""
+        self.register(name, entry)
+
     def __delitem__(self, name: str) -> None:
         """Take ``name`` out (a test's registration, undone)."""
         del self._entries[name]
