@@ -63,9 +63,26 @@ def test_a_humanoid_bundle_runs_the_gait_clock_as_training_did(tmp_path):
     assert reproduce(rp, "humanoid_velocity_flat", steps=150, episode_length_s=1.0) >= 2
 
 
+@pytest.mark.parametrize("value", [1.0, -0.1, float("nan")])
+def test_an_action_filter_outside_0_1_is_refused_when_the_config_is_built(tmp_path, value):
+    with pytest.raises(ValueError, match=r"action_filter must be in \[0, 1\)"):
+        make_env("mujoco", TASK, 1, action_filter=value)
+
+
+def test_a_filtered_bundle_filters_as_training_did(tmp_path):
+    """``task.kwargs.action_filter``: the env applies (1 - f) a_t + f a_(t-1), observes the applied action
+    as last_action, and the bundle carries f so RobotPolicy turns the same actions into the same targets
+    (checked against the filter written out by hand in :func:`reproduce`), through resets."""
+    rp = RobotPolicy(tiny_bundle(tmp_path, TASK, "task.kwargs.action_filter=0.5"))
+    assert rp.action_filter == 0.5
+    reproduce(rp, TASK, steps=60, action_filter=0.5)
+
+
 def reproduce(rp: RobotPolicy, task: str, steps: int, **task_kwargs) -> int:
     """Drive ``rp`` and the env side by side from the env's signals; returns the episodes ended."""
     env = make_env("mujoco", task, 1, seed=3, **EXACT, **task_kwargs)
+    f = task_kwargs.get("action_filter", 0.0)
+    applied = torch.zeros(1, env.task.action_dim)  # the filter's state: the last applied action
     robot_order = list(reversed(rp.joint_names))  # the robot's driver lists joints its own way
     to_policy = joint_index_map(rp.joint_names, robot_order)
     from_policy = np.argsort(to_policy)
@@ -81,12 +98,14 @@ def reproduce(rp: RobotPolicy, task: str, steps: int, **task_kwargs) -> int:
         targets = rp.targets(rp.policy(observed))
         actions = torch.as_tensor(rp.policy(obs["policy"][0].numpy()))[None]
         offsets = torch.zeros(1, len(rp.joint_names))  # the joints the policy does not move stay at default
-        offsets[:, env.task.action_index] = actions.clamp(-10, 10)
+        applied = (1 - f) * actions.clamp(-10, 10) + f * applied
+        offsets[:, env.task.action_index] = applied
         expected = env.task.default_pose + env.task.action_scale * offsets
         np.testing.assert_allclose(targets, expected[0].numpy(), atol=1e-5)
         obs, _, terminated, truncated, _ = env.step(actions)
         if bool(terminated | truncated):
             rp.reset()
+            applied = torch.zeros_like(applied)
             ended += 1
     env.close()
     return ended

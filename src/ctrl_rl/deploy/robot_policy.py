@@ -86,6 +86,10 @@ class RobotPolicy:
         """One value or one per joint (a robot YAML's ``action_scale``)."""
         clip = meta.get("action_clip")
         self.action_clip = None if clip is None else float(clip)
+        self.action_filter = float(meta.get("action_filter", 0.0))  # bundles before it: no filter
+        """Weight of the last applied action in the next (``task.kwargs.action_filter``), in [0, 1)."""
+        if not 0.0 <= self.action_filter < 1.0:
+            raise ValueError(f"bundle metadata: action_filter must be in [0, 1), got {meta.get('action_filter')!r}")
         self.kp = np.asarray(meta["kp"], dtype=np.float64)
         self.kd = np.asarray(meta["kd"], dtype=np.float64)
         self.control_dt = float(meta["control_dt"])
@@ -213,10 +217,13 @@ class RobotPolicy:
         return self.targets(self.policy(self.observation(signals)))
 
     def targets(self, actions: np.ndarray) -> np.ndarray:
-        """Policy actions -> joint position targets; remembers them for ``last_action``."""
+        """Policy actions -> clipped, filtered as training did -> joint position targets; remembers the
+        applied actions for ``last_action`` (the filter's state)."""
         actions = np.asarray(actions, dtype=np.float64)
         if self.action_clip is not None:
             actions = np.clip(actions, -self.action_clip, self.action_clip)
+        if self.action_filter > 0:
+            actions = (1.0 - self.action_filter) * actions + self.action_filter * self.last_action
         self.last_action = actions
         offsets = np.zeros(len(self.joint_names))
         offsets[self.action_index] = actions

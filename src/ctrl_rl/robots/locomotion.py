@@ -243,9 +243,11 @@ class VelocityTask:
         return cmd.masked_fill(standing, 0.0)
 
     def joint_targets(self, actions: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-        """Clip, delay (per-env latency) and scale actions into PD position targets (the joints the policy
-        does not move keep their default pose)."""
+        """Clip, low-pass filter, delay (per-env latency) and scale actions into PD position targets (the
+        joints the policy does not move keep their default pose)."""
         actions = actions.clamp(-self.cfg.clip_actions, self.cfg.clip_actions)
+        if self.cfg.action_filter > 0:  # last_action is the last applied (filtered) action, 0 after a reset
+            actions = torch.lerp(actions, self.last_action, self.cfg.action_filter)
         self.action_history = torch.cat([actions[:, None], self.action_history[:, :-1]], 1)
         applied = self.action_history[torch.arange(self.num_envs, device=self.device), self.delay]
         self._action = actions
@@ -414,6 +416,7 @@ class VelocityTask:
             "action_scale": r.action_scale,
             "action_joints": [r.joint_names[i] for i in r.action_index],  # the policy's outputs, in order
             "action_clip": self.cfg.clip_actions,
+            "action_filter": self.cfg.action_filter,
             "kp": list(r.kp), "kd": list(r.kd), "torque_limits": list(r.torque_limits),
             "joint_limits": self.joint_limits.tolist(),  # hard [lo, hi] per joint (rad), for the deploy watchdog
             "control_dt": self.step_dt, "decimation": self.decimation,

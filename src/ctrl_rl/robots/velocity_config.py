@@ -63,6 +63,11 @@ class VelocityTaskConfig:
     """Commands are drawn at each reset and again every this many seconds (0: per episode)."""
     clip_actions: float = 10.0
     """Actions are clipped to +-this before scaling (exported with the policy)."""
+    action_filter: float = 0.0
+    """Low-pass filter on the clipped actions, in [0, 1): the action applied is ``(1 - f) a_t + f a_(t-1)``
+    with ``a_(t-1)`` the last applied one (what the ``last_action`` term observes, so the filter's state
+    is in the observation). At 50 Hz, 0.5 passes a 2.5 Hz gait at 0.91 of its amplitude and a tick-to-tick
+    flip at 1/3. Exported with the policy: the deploy node filters as training did. 0: off."""
     friction: tuple[float, float] = (0.5, 1.25)
     """Per-env ground friction coefficient range (randomization; equal bounds: fixed)."""
     added_base_mass: tuple[float, float] = (-1.0, 2.0)
@@ -131,6 +136,9 @@ class VelocityTaskConfig:
             value = getattr(self, f.name)
             if f.type == "tuple[float, float]" and (len(value) != 2 or float(value[0]) > float(value[1])):
                 raise ValueError(f"task.kwargs.{f.name} must be [low, high] with low <= high, got {list(value)}")
+        if not 0.0 <= self.action_filter < 1.0:
+            raise ValueError(f"task.kwargs.action_filter must be in [0, 1) (0: off; 0.5: half the last action), "
+                             f"got {self.action_filter}")
         if self.fixed_command is not None and len(self.fixed_command) != 3:
             raise ValueError(f"task.kwargs.fixed_command must be [vx, vy, yaw_rate], got {list(self.fixed_command)}")
         if self.policy_terms is not None:
