@@ -1,6 +1,6 @@
 """PROPS next to PPO on pendulum swing-up: env steps to a return threshold, several seeds.
 
-Both learners run with the tuned pendulum settings (``src/ctrl_rl/configs/tune/ppo_pendulum.yaml``; PROPS's
+Both learners run with the tuned pendulum settings (``src/ctrl_rl/tasks/classic/tune/ppo_pendulum.yaml``; PROPS's
 ``tune/props_pendulum.yaml`` starts from it and keeps PROPS's own defaults: buffer of 2
 rollouts, behavior update of up to 16 epochs x 16 minibatches, ε_P 0.3, λ 0.3, KL stop 0.05).
 Every ``--eval-every`` iterations the deterministic policy (the mean action) runs

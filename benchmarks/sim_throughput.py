@@ -96,8 +96,8 @@ class Setup:
 
 def make_setup(max_envs: int, episode: int, seed: int = 0, task: str = TASK) -> Setup:
     """The task's model and decimation, its standing start state, one seeded action sequence."""
-    from ctrl_rl.robots import task_entry
     from ctrl_rl.robots.robot import build_model, load_robot
+    from ctrl_rl.tasks import task_entry
 
     cfg = task_entry(task).make_config()
     robot = load_robot(cfg.robot)

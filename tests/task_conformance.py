@@ -41,10 +41,10 @@ from vecenv_conformance import (
     default_actions,
 )
 
-from ctrl_rl.robots import TASKS, RobotTask
 from ctrl_rl.sims import make_env
 from ctrl_rl.sims.mujoco_env import MjVecEnv
 from ctrl_rl.task import MjTask, MjTaskClass, MjTaskExtras, PhysicsView
+from ctrl_rl.tasks import TASKS, RobotTask
 from ctrl_rl.utils.docs import field_docs
 
 

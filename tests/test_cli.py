@@ -202,7 +202,7 @@ def test_train_help_prints_every_task_parameter_and_config_refuses_a_wrong_one(c
     from ctrl_rl.app.cli import main
     from ctrl_rl.app.configure import load_train_config
     from ctrl_rl.config import ConfigError
-    from ctrl_rl.robots.locomotion import VelocityTaskConfig
+    from ctrl_rl.tasks.locomotion.locomotion import VelocityTaskConfig
     from ctrl_rl.utils.docs import field_docs, plain
 
     with pytest.raises(SystemExit) as stop:
@@ -225,7 +225,7 @@ def test_every_torch_task_parameter_has_a_description_in_help(task, capsys):
     import dataclasses
 
     from ctrl_rl.app.cli import main
-    from ctrl_rl.sims.torch_envs import TASKS
+    from ctrl_rl.sims.torch_backend import TASKS
 
     with pytest.raises(SystemExit) as stop:
         main(["train", f"task={task}", "--help"])

@@ -69,7 +69,7 @@ def test_help_and_cfg_of_a_gpu_preset_print_without_mujoco_warp(task) -> None:
 
 
 def test_help_and_cfg_of_every_tune_preset_print_without_its_simulator() -> None:
-    """MuJoCo and MuJoCo Warp both missing: every file in configs/tune prints ``--help`` and ``--cfg``
+    """MuJoCo and MuJoCo Warp both missing: every tune file (tasks/<family>/tune) prints ``--help`` and ``--cfg``
     for its own learner and task, without ``dataset=`` or ``algo.teacher``."""
     code = """
 import contextlib, io, sys

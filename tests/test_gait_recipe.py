@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from ctrl_rl.robots import gait_rewards as gait
 from ctrl_rl.robots.packages import RobotModelNotFetched
 from ctrl_rl.robots.robot import build_model, joint_indices, load_robot
 from ctrl_rl.robots.terms import heading_hold, yaw_angle
-from ctrl_rl.robots.velocity_config import VelocityTaskConfig
+from ctrl_rl.tasks.locomotion import gait_rewards as gait
+from ctrl_rl.tasks.locomotion.velocity_config import VelocityTaskConfig
 
 
 def t(*rows):

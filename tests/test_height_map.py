@@ -12,7 +12,7 @@ import torch
 
 from ctrl_rl.deploy import messages as m
 from ctrl_rl.deploy.height_map import HeightMapSpec, grid_shape, yaw_points
-from ctrl_rl.robots.height_scan import HeightScanConfig
+from ctrl_rl.tasks.locomotion.height_scan import HeightScanConfig
 
 GRID = HeightScanConfig().grid()
 META = {"obs_terms": [{"name": "joint_pos_rel", "dim": 12}, {"name": "height_scan", "dim": len(GRID)}],

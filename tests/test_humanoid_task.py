@@ -7,15 +7,15 @@ import math
 import pytest
 import torch
 
-from ctrl_rl.robots.humanoid import (
+from ctrl_rl.robots.terms import gait_clock
+from ctrl_rl.sims import make_env
+from ctrl_rl.tasks.locomotion.humanoid import (
     HUMANOID_REWARDS,
     HumanoidVelocityTaskConfig,
     single_stance_air_time,
     stance_schedule,
     yaw_frame_velocity,
 )
-from ctrl_rl.robots.terms import gait_clock
-from ctrl_rl.sims import make_env
 
 
 def quat(axis: str, angle: float) -> torch.Tensor:

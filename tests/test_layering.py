@@ -2,14 +2,17 @@
 
 Every ``import ctrl_rl...`` in ``src/ctrl_rl`` (at module level or inside a function: both run) is
 read with ``ast``; each module belongs to the layer of its folder (the modules directly in
-``src/ctrl_rl`` are ``core``; ``__main__`` is the CLI, so ``app``). An import into a layer that
-the table does not allow fails, and so does a table with a cycle or a folder it does not place.
+``src/ctrl_rl`` are ``core``; ``__main__`` is the CLI, so ``app``), or to a layer the table names by
+a dotted path inside a folder (``sims.torch_backend``: a part of a folder that a higher layer builds
+on). An import into a layer that the table does not allow fails, and so does a table with a cycle, a
+folder it does not place or a dotted layer that names no module.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -17,6 +20,7 @@ PACKAGE = ROOT / "src" / "ctrl_rl"
 DOC = ROOT / "docs" / "architecture.md"
 
 
+@cache
 def allowed_imports() -> dict[str, set[str]]:
     """``layer: may import these`` from the ```layers block of the design page."""
     block = re.search(r"```layers\n(.*?)```", DOC.read_text(), re.S)
@@ -33,6 +37,9 @@ def layer_of(module: str) -> str:
     parts = module.split(".")
     if len(parts) == 1 or parts[1] == "__main__":
         return "app" if parts[-1] == "__main__" else "core"
+    for part in (p for p in allowed_imports() if "." in p):  # a part of a folder placed on its own
+        if module == f"ctrl_rl.{part}" or module.startswith(f"ctrl_rl.{part}."):
+            return part
     return parts[1] if (PACKAGE / parts[1]).is_dir() else "core"
 
 
@@ -72,6 +79,9 @@ def test_the_layer_table_is_acyclic_and_places_every_folder():
     table = allowed_imports()
     folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"}
     assert folders | {"core"} <= set(table), f"place {sorted(folders - set(table))} in docs/architecture.md's layers"
+    for part in (p for p in table if "." in p):
+        path = PACKAGE.joinpath(*part.split("."))
+        assert path.is_dir() or path.with_suffix(".py").is_file(), f"layer {part} names no module of the package"
     assert all(set(v) <= set(table) for v in table.values()), table
     done: set[str] = set()
 

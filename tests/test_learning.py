@@ -1,6 +1,6 @@
 """Learning tests on 2 CPU cores: each learner must reach a stated return within a stated budget.
 
-Budgets are the tuned defaults (``configs/tune/<algo>_<task>.yaml``), so these tests also
+Budgets are the tuned defaults (``tasks/<family>/tune/<algo>_<task>.yaml``), so these tests also
 guard what ``ctrl-rl train task=<id>`` gives a user. Scores are deterministic-policy
 evaluations on fresh seeds, in gymnasium's reward scale.
 """

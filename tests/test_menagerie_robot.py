@@ -19,7 +19,7 @@ from menagerie_robot import DEFAULT_POSE, JOINTS, model_files, write_menagerie_r
 
 from ctrl_rl.robots.mjcf_edits import filter_collisions
 from ctrl_rl.robots.robot import build_model, derived_values, load_robot
-from ctrl_rl.robots.velocity_config import VelocityTaskConfig
+from ctrl_rl.tasks.locomotion.velocity_config import VelocityTaskConfig
 
 REPLACED = ("robot menagerie_quad: the task's physics profile replaces its MJCF's elliptic cone with impratio 100 -> "
             "pyramidal cone, impratio 1: an elliptic cone with impratio 100 costs about 2x per physics step")

@@ -20,8 +20,8 @@ from toy_robot import JOINTS, write_toy_robot  # noqa: E402
 @pytest.fixture
 def toy_task(tmp_path):
     """The robot folder and the one registration."""
-    from ctrl_rl.robots import TASKS, register_task, tasks
-    from ctrl_rl.robots.locomotion import VelocityTask, VelocityTaskConfig
+    from ctrl_rl.tasks import TASKS, register_task, tasks
+    from ctrl_rl.tasks.locomotion.locomotion import VelocityTask, VelocityTaskConfig
 
     robot_yaml = write_toy_robot(tmp_path / "toy_quad")
     register_task("toy_quad_velocity_flat", config=VelocityTaskConfig, task=VelocityTask,
@@ -38,7 +38,7 @@ def test_a_task_with_a_new_robot_trains_evaluates_and_exports_through_the_cli(to
     from ctrl_rl.app.configure import load_train_config
 
     cfg = load_train_config([f"task={toy_task}"])
-    assert cfg.sim.name == "mujoco"  # routed to the task's backend without a configs/task file
+    assert cfg.sim.name == "mujoco"  # routed to the task's backend by its registration alone
     assert list(cfg.algo.actor_hidden) == [32, 32] and cfg.env.num_envs == 16  # its registered tuning
     assert load_train_config([f"task={toy_task}", "env.num_envs=8"]).env.num_envs == 8  # the command line wins
 

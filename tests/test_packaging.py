@@ -21,7 +21,7 @@ def test_wheel_maps_folders_and_ships_configs(tmp_path):
                               str(wheel)], capture_output=True, text=True, timeout=600)
     assert install.returncode == 0, install.stderr
     code = """
-import ctrl_rl, ctrl_rl.sims, ctrl_rl.robots, ctrl_rl.deploy.runtime, ctrl_rl.configs
+import ctrl_rl, ctrl_rl.sims, ctrl_rl.robots, ctrl_rl.tasks, ctrl_rl.deploy.runtime, ctrl_rl.configs
 from ctrl_rl.app.configure import load_train_config
 cfg = load_train_config(["task=cartpole_balance"])
 assert cfg.task.name == "cartpole_balance" and cfg.env.num_envs == 256, cfg

@@ -16,15 +16,15 @@ from ctrl_rl.algos.heads import GaussianHead
 from ctrl_rl.algos.ppo import PPO
 from ctrl_rl.algos.registry import LEARNERS, learner, learners, register_learner
 from ctrl_rl.app import cli
-from ctrl_rl.app.configure import config_dir, load_train_config
+from ctrl_rl.app.configure import group_files, load_train_config, task_node, task_sims
 from ctrl_rl.config import ConfigError
 from ctrl_rl.config_onpolicy import PPOConfig
 from ctrl_rl.registry import UnknownNameError
-from ctrl_rl.robots import ROBOTS, task_entry
+from ctrl_rl.robots import ROBOTS
 from ctrl_rl.runners import runner_class
 from ctrl_rl.sims import SIMS, make_env
-from ctrl_rl.sims.torch_envs import TASKS, register_torch_task
-from ctrl_rl.sims.torch_envs.base import State, TaskParams, TorchVecEnv
+from ctrl_rl.sims.torch_backend import TASKS, State, TaskParams, TorchVecEnv, register_torch_task
+from ctrl_rl.tasks import task_entry
 from ctrl_rl.utils.docs import field_docs
 
 # ---- a learner: vanilla policy gradient with a baseline (A2C's loss), on PPO's machinery ----------
@@ -130,13 +130,13 @@ def test_a_learner_and_a_task_from_this_file_alone_go_through_every_command(a2c_
 def _tune_files() -> list[tuple[str, str, str | None]]:
     """(algo, task, preset) per tune file: ``<algo>_<task>`` is the pair's own delta, and a file
     named ``<algo>_<task>_<suffix>`` is a preset picked with ``tune=<file>`` (preset = its stem)."""
-    tasks = sorted((f.stem for f in (config_dir() / "task").glob("*.yaml")), key=len, reverse=True)
+    tasks = sorted(task_sims(), key=len, reverse=True)
     out = []
-    for f in sorted((config_dir() / "tune").glob("*.yaml")):
-        algo = next(a for a in sorted(learners(), key=len, reverse=True) if f.stem.startswith(a + "_"))
-        rest = f.stem[len(algo) + 1:]
+    for stem in sorted(group_files("tune")):
+        algo = next(a for a in sorted(learners(), key=len, reverse=True) if stem.startswith(a + "_"))
+        rest = stem[len(algo) + 1:]
         task = next(t for t in tasks if rest == t or rest.startswith(t + "_"))
-        out.append((algo, task, None if rest == task else f.stem))
+        out.append((algo, task, None if rest == task else stem))
     return out
 
 
@@ -168,12 +168,11 @@ def _expected(algo: str, task: str | None, preset: str | None = None) -> dict[st
     task = task or "pendulum"
     want = _flat(dataclasses.asdict(TrainConfig(algo=learner(algo).config())))
     want["task.name"] = task
-    task_file = config_dir() / "task" / f"{task}.yaml"  # a task file may pick its backend
-    for entry in (yaml.safe_load(task_file.read_text()) or {}).get("defaults", []) if task_file.is_file() else []:
-        if isinstance(entry, dict) and "override /sim" in entry:
-            want["sim.name"] = entry["override /sim"]
+    for entry in task_node(task, task_sims()[task])["defaults"]:  # the registration picks the task's backend
+        want["sim.name"] = entry["override /sim"]
     # the tune file comes later in train.yaml's defaults: a preset may move the task to another backend
-    want.update(_tune_delta(config_dir() / "tune" / f"{preset or f'{algo}_{task}'}.yaml"))
+    tune = group_files("tune").get(preset or f"{algo}_{task}")
+    want.update(_tune_delta(tune) if tune else {})
     return want
 
 

@@ -244,7 +244,7 @@ def test_proprioceptive_reward_by_hand():
 
 
 def test_log_reward_weights_are_the_training_task_s():
-    locomotion = pytest.importorskip("ctrl_rl.robots.locomotion")  # torch + mujoco (training side)
+    locomotion = pytest.importorskip("ctrl_rl.tasks.locomotion.locomotion")  # torch + mujoco (training side)
     assert log_rewards.TRACKING_SIGMA == locomotion.TRACKING_SIGMA
     assert all(locomotion.DEFAULT_REWARDS[k] == w for k, w in log_rewards.WEIGHTS.items())
 

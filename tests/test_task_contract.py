@@ -17,8 +17,8 @@ mujoco = pytest.importorskip("mujoco")
 import torch  # noqa: E402
 from task_conformance import check_task  # noqa: E402
 
-from ctrl_rl.robots import TASKS, register_task, tasks  # noqa: E402
 from ctrl_rl.robots.terms import ObsTerm  # noqa: E402
+from ctrl_rl.tasks import TASKS, register_task, tasks  # noqa: E402
 
 
 @pytest.mark.parametrize("name", sorted(tasks()))

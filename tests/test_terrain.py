@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from ctrl_rl.robots.curriculum import TerrainCurriculum, next_levels
 from ctrl_rl.robots.robot import build_model, load_robot
 from ctrl_rl.robots.terrain import TERRAIN_TYPES, TerrainConfig, add_to_spec, generate
 from ctrl_rl.sims import make_env
 from ctrl_rl.sims.mujoco_cpu import CpuPhysics
+from ctrl_rl.tasks.locomotion.curriculum import TerrainCurriculum, next_levels
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -257,7 +257,7 @@ def test_rough_task_options_are_validated() -> None:
 
 
 def test_limb_collisions_follow_the_option() -> None:
-    from ctrl_rl.robots.rough import RoughVelocityTask, RoughVelocityTaskConfig
+    from ctrl_rl.tasks.locomotion.rough import RoughVelocityTask, RoughVelocityTaskConfig
 
     robot = load_robot("ctrl_quad")
     on, _ = RoughVelocityTask.build_model(RoughVelocityTaskConfig.from_kwargs(**SMALL), robot)

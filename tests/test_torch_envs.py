@@ -11,8 +11,8 @@ import torch
 from vecenv_conformance import Transition, check_vecenv
 
 from ctrl_rl.sims import list_tasks, make_env
-from ctrl_rl.sims.torch_envs import TASKS, wrap_to_pi
-from ctrl_rl.sims.torch_envs.cartpole import THETA_THRESHOLD, X_THRESHOLD
+from ctrl_rl.sims.torch_backend import TASKS, wrap_to_pi
+from ctrl_rl.tasks.classic.cartpole import THETA_THRESHOLD, X_THRESHOLD
 
 TORCH_TASKS = sorted(TASKS)
 CONFORMANCE_TASKS = [t for t in TORCH_TASKS if t != "bimodal_bandit"]

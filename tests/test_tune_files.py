@@ -1,5 +1,5 @@
-"""Every default once: a tune file (``configs/tune/*.yaml``) holds only values that differ from
-what the schema, the sim's file and the task's file already give; ``configs/`` has no learner files."""
+"""Every default once: a tune file (``tasks/<family>/tune/*.yaml``) holds only values that differ from
+what the schema, the sim's file and the task's registration already give; ``configs/`` has no learner files."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import pytest
 from omegaconf import OmegaConf
 
 from ctrl_rl.algos.registry import learners
-from ctrl_rl.app.configure import config_dir
+from ctrl_rl.app.configure import config_dir, group_files, task_node, task_sims
 from ctrl_rl.config import TrainConfig
 
 CONFIGS = Path(config_dir())
-TUNES = sorted((CONFIGS / "tune").glob("*.yaml"))
+TUNES = sorted(group_files("tune").values(), key=lambda p: p.stem)
 
 
 def _body(path: Path) -> tuple[dict, str | None, list[str]]:
@@ -43,8 +43,8 @@ def _pair(stem: str) -> tuple[str, str]:
     """``<algo>_<task>[_<preset>]`` -> (algo, task), by the longest registered names."""
     algo = max((a for a in learners() if stem.startswith(a + "_")), key=len)
     rest = stem[len(algo) + 1:]
-    tasks = [p.stem for p in (CONFIGS / "task").glob("*.yaml") if rest == p.stem or rest.startswith(p.stem + "_")]
-    assert tasks, f"tune/{stem}.yaml names no task of configs/task/"
+    tasks = [t for t in task_sims() if rest == t or rest.startswith(t + "_")]
+    assert tasks, f"tune/{stem}.yaml names no registered task"
     return algo, max(tasks, key=len)
 
 
@@ -52,11 +52,12 @@ def restated(tune: Path) -> list[str]:
     """The keys of ``tune`` whose value is what the run would get without it."""
     algo, task = _pair(tune.stem)
     values, tune_sim, parents = _body(tune)
-    task_values, task_sim, _ = _body(CONFIGS / "task" / f"{task}.yaml")
+    task_values = task_node(task, task_sims()[task])
+    task_sim = task_values.pop("defaults")[0]["override /sim"]
     sim_values = _body(CONFIGS / "sim" / f"{tune_sim or task_sim or 'torch'}.yaml")[0]
     layers = [sim_values, task_values]
     while parents:  # what a preset builds on, its parents' parents first
-        values_of_parent, _, parents = _body(CONFIGS / "tune" / f"{parents[0]}.yaml")
+        values_of_parent, _, parents = _body(tune.parent / f"{parents[0]}.yaml")
         layers.insert(2, values_of_parent)
     base = OmegaConf.merge(OmegaConf.structured(TrainConfig(algo=learners()[algo].config())), *layers)
     return [f"{key}={value}" for key, value in _leaves(values).items()

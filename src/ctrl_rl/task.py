@@ -100,7 +100,7 @@ class NamedTerm(Protocol):
 @runtime_checkable
 class MjTaskConfig(Protocol):
     """A task's parameters: a dataclass whose fields are ``task.kwargs`` (each documented under its
-    declaration: ``--help`` prints them), registered with ``ctrl_rl.robots.register_task(config=...)``."""
+    declaration: ``--help`` prints them), registered with ``ctrl_rl.tasks.register_task(config=...)``."""
 
     @property
     def robot(self) -> str | None:
@@ -231,9 +231,13 @@ class MjTaskExtras(Protocol):
     graph_safe: bool
     """The step hooks make no host reads and touch the physics only through ``write_rows`` and
     ``sensordata``, so ``sim.cuda_graph`` may replay them. Absent: False (``sim.cuda_graph`` is refused)."""
+    episode_metrics: Mapping[str, torch.Tensor]
+    """Set by :meth:`MjTask.evaluate`: per-env ``[N]`` measures of the episode as if it ended at this step
+    (``success_rate``: 1 or 0); the env reports them as ``info["episode_metrics"]`` and ``ctrl-rl eval``
+    averages the finished episodes' values (the reach task's success). Absent: none."""
 
     def gait_spec(self, model: mujoco.MjModel) -> dict[str, Any]:
-        """A legged robot's constants for the gait report (``ctrl-rl eval``; ``robots/gait_signals.py``).
+        """A legged robot's constants for the gait report (``ctrl-rl eval``; ``tasks/locomotion/gait_signals.py``).
         Absent: the env records no gait (``record_gait()`` is None)."""
 
     def gait_signals(self) -> dict[str, torch.Tensor]:

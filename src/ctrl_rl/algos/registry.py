@@ -12,7 +12,7 @@ The built-in learners are the modules of ``ctrl_rl.algos``, imported the first t
 is read; a learner defined anywhere else (a test file, a user package) calls
 :func:`register_learner` before the CLI runs. :data:`LEARNERS` is a :class:`ctrl_rl.registry.Registry`,
 the mechanism of the tasks', sims', robots' and loops' registries too (:func:`ctrl_rl.sims.register_sim`,
-:func:`ctrl_rl.sims.torch_envs.register_torch_task`, :func:`ctrl_rl.robots.register_task`).
+:func:`ctrl_rl.sims.torch_backend.register_torch_task`, :func:`ctrl_rl.tasks.register_task`).
 """
 
 from __future__ import annotations

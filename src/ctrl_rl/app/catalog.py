@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from ctrl_rl.algos.registry import learners
 from ctrl_rl.app.configure import available, load_train_config
-from ctrl_rl.robots import MUJOCO_SIMS, ROBOTS
+from ctrl_rl.robots import ROBOTS
 from ctrl_rl.runners import LOOPS
 from ctrl_rl.sims import SIMS, task_parameters, unavailable
+from ctrl_rl.tasks import MUJOCO_SIMS
 from ctrl_rl.utils.docs import field_rows, help_table, value_text, wrap
 from ctrl_rl.utils.extras import missing
 
@@ -65,7 +66,7 @@ def train_help(overrides: list[str]) -> str:
                    "instead. --cfg prints the resolved config."), "",
              *wrap(f"algorithms (algo=...): {algos_text()}"), "tasks (task=..., sim=...):", tasks_text(), "",
              *wrap(f"keys for algo={cfg.algo.name} task={cfg.task.name} sim={cfg.sim.name}, with the values "
-                   "training will use (schema defaults, then configs/tune/<algo>_<task>.yaml, then your "
+                   "training will use (schema defaults, then the task's tune/<algo>_<task>.yaml, then your "
                    "overrides; `ctrl-rl train algo=<name> task=<id> --help` for another pair; task parameters "
                    "are task.kwargs.<name>=value; several processes: torchrun --nproc_per_node=K -m ctrl_rl "
                    "train ..., docs/training.md):"),
@@ -99,7 +100,7 @@ def list_text() -> str:
         tasks_text(),
         "robots (robot=..., or a robot YAML path):",
         "\n".join(wrap(", ".join(sorted(ROBOTS)), indent=2)),
-        "tuned settings (tune=...; configs/tune/<algo>_<task>.yaml is picked for its pair by itself):",
+        "tuned settings (tune=...; a task's tune/<algo>_<task>.yaml is picked for its pair by itself):",
         "\n".join(wrap(", ".join(available("tune")), indent=2)),
         "training loops (a learner's loop=, register_learner):",
         "\n".join(wrap(", ".join(LOOPS), indent=2)),

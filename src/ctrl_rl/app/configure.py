@@ -1,5 +1,9 @@
-"""Config composition: the learner's schema, ``configs/`` (group choices, tune deltas) and the
-command line's overrides, validated into a :class:`~ctrl_rl.config.TrainConfig`.
+"""Config composition: the learner's schema, ``configs/`` (group choices), the registered tasks, their
+tune deltas and the command line's overrides, validated into a :class:`~ctrl_rl.config.TrainConfig`.
+
+Hydra searches ``configs/`` and then every task family's folder of the task tree (``ctrl_rl.tasks``), so
+``tune=<file>`` finds ``tasks/<family>/tune/<file>.yaml``; each registered task's ``task/<id>`` option is
+made from its registration (``task.name``, empty ``task.kwargs``, its sim), not read from a file.
 
 Overrides are checked against the registry and the schemas before hydra composes them, so every
 mistake is a one-line ``ConfigError`` naming the key and the fix, written here, not parsed out of
@@ -20,8 +24,9 @@ from ctrl_rl.algos import registry
 from ctrl_rl.algos.checkpoints import find_checkpoint, load_checkpoint
 from ctrl_rl.config import ConfigError, EnvConfig, LearnerConfig, RunnerConfig, SimConfig, TaskConfig, TrainConfig
 from ctrl_rl.registry import UnknownNameError, closest, fit_choices
-from ctrl_rl.robots import MUJOCO_SIMS, tasks
 from ctrl_rl.sims import check_task, task_parameters
+from ctrl_rl.sims.torch_backend import TASKS as TORCH_TASKS
+from ctrl_rl.tasks import MUJOCO_SIMS, declared_tasks, families, tasks
 from ctrl_rl.utils.extras import missing
 
 log = logging.getLogger(__name__)
@@ -32,9 +37,15 @@ def config_dir() -> Path:
     return Path(pkg.__file__).resolve().parent
 
 
+def search_dirs() -> list[Path]:
+    """The folders hydra reads config groups from, in its order (the first that has a file wins):
+    ``configs/``, then each task family's folder (``ctrl_rl.tasks.families``: its ``tune/``)."""
+    return [config_dir(), *families()]
+
+
 GROUPS = ("algo", "task", "sim", "tune")
 """Config groups chosen by ``group=<choice>``; their keys are set by ``group.key=value``.
-``tune=<file>`` picks other tuned settings than ``configs/tune/<algo>_<task>.yaml`` (a preset such
+``tune=<file>`` picks other tuned settings than the task's ``tune/<algo>_<task>.yaml`` (a preset such
 as ``ppo_quadruped_velocity_flat_fast``); it holds values of the sections, and has no keys of its own."""
 SECTIONS = {"algo": None, "task": TaskConfig, "sim": SimConfig, "env": EnvConfig, "runner": RunnerConfig}
 """Top-level sections and their schemas (``algo``'s is the chosen learner's)."""
@@ -43,16 +54,39 @@ SCALARS = ("seed", "device", "threads", "profile", "dataset")
 
 
 def available(group: str) -> list[str]:
-    """The choices of a config group: the registered learners for ``algo``, else the YAML files
-    in ``configs/<group>/``."""
+    """The choices of a config group: the registered learners for ``algo``; the registered tasks for
+    ``task`` (:func:`task_sims`); and the YAML files of the group's folder in every searched folder."""
     if group == "algo":
         return sorted(registry.learners())
-    return sorted(p.stem for p in (config_dir() / group).glob("*.yaml") if p.stem != "external")
+    return sorted({*group_files(group), *(task_sims() if group == "task" else ())} - {"external"})
+
+
+def group_files(group: str) -> dict[str, Path]:
+    """``{choice: file}`` of a config group's YAML files, each choice from the first searched folder that
+    has it (:func:`search_dirs`)."""
+    found: dict[str, Path] = {}
+    for folder in reversed(search_dirs()):
+        found.update({p.stem: p for p in sorted((folder / group).glob("*.yaml"))})
+    return found
+
+
+def task_sims() -> dict[str, str]:
+    """Every task id with the sim it runs on by default: the task tree's registrations, read from their
+    source (an id stays known where its simulator is not installed: a run then names the extra), then
+    the registries (a task registered from another module: a user's, a test's)."""
+    return {**declared_tasks(), **dict.fromkeys(TORCH_TASKS, "torch"), **dict.fromkeys(tasks(), MUJOCO_SIMS[0])}
+
+
+def task_node(name: str, sim: str) -> dict[str, Any]:
+    """A registered task's ``task/<id>`` option, what a file ``configs/task/<id>.yaml`` would say:
+    its name, no parameters set, its sim."""
+    return {"defaults": [{"override /sim": sim}], "task": {"name": name, "kwargs": {}}}
 
 
 def _store_schemas() -> None:
-    """Give hydra the schemas as its ``algo/<name>`` options and the run defaults as ``train_base``:
-    the dataclasses stay the only place a default lives (``configs/`` holds choices and tune deltas)."""
+    """Give hydra the schemas as its ``algo/<name>`` options, the run defaults as ``train_base`` and each
+    registered task as its ``task/<id>`` option: the dataclasses stay the only place a default lives, the
+    registration the only place a task is (``configs/`` holds the other choices)."""
     from hydra.core.config_store import ConfigStore
     from omegaconf import OmegaConf
 
@@ -62,6 +96,16 @@ def _store_schemas() -> None:
     base = OmegaConf.to_container(OmegaConf.structured(TrainConfig(algo=LearnerConfig())))
     base.pop("algo")
     cs.store(name="train_base", node=base)
+    files = group_files("task")
+    for name, sim in task_sims().items():
+        if name not in files:  # a file of that name would be its option
+            cs.store(group="task", name=name, node=task_node(name, sim), package="_global_")
+
+
+def _search_path() -> str:
+    """The ``hydra.searchpath`` override that adds the task families' folders after ``configs/``."""
+    quoted = ["'file://" + str(d).replace("\\", "\\\\").replace("'", "\\'") + "'" for d in families()]
+    return f"hydra.searchpath=[{','.join(quoted)}]"
 
 
 def _schema(section: str, algo: str) -> type | None:
@@ -116,11 +160,8 @@ def _prepare(overrides: list[str]) -> tuple[list[str], str, dict[str, str]]:
         key, value = o.key_or_group, values[o.key_or_group]
         if key in GROUPS:
             choices = available(key)
-            if key == "task" and value not in choices:  # a registered task without a file here, or an outside id
+            if key == "task" and value not in choices:  # an outside id (gymnasium, Isaac Lab, ...)
                 out += ["task=external", f"task.name={value}"]
-                robot_task = _robot_task(value)
-                if robot_task is not None and "sim" not in values:
-                    out.append(f"sim={MUJOCO_SIMS[0]}")
                 continue
             if value not in choices:
                 raise UnknownNameError.of(key, value, choices)
@@ -144,8 +185,8 @@ def _robot_task(task: str | None) -> Any:
 
 def _registered_tune(task: str | None, algo: str, values: dict[str, str]) -> list[str]:
     """A registered task's tuned settings for ``algo`` (its registration's ``tune``), as overrides,
-    where no ``configs/tune/<algo>_<task>.yaml`` and no ``tune=`` is given; keys on the command line win."""
-    if not task or task in available("task") or "tune" in values or f"{algo}_{task}" in available("tune"):
+    where no ``tune/<algo>_<task>.yaml`` and no ``tune=`` is given; keys on the command line win."""
+    if not task or "tune" in values or f"{algo}_{task}" in available("tune"):
         return []
     entry = _robot_task(task)
     settings = entry.tune.get(algo, {}) if entry is not None else {}
@@ -222,7 +263,7 @@ def load_train_config(overrides: list[str], for_run: bool = True) -> TrainConfig
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
-            raw = compose(config_name="train", overrides=prepared)
+            raw = compose(config_name="train", overrides=[*prepared, _search_path()])
         schema = OmegaConf.structured(TrainConfig(algo=registry.learner(algo).config()))
         cfg = OmegaConf.to_object(OmegaConf.merge(schema, raw))
     except ConfigError:

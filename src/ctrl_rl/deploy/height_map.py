@@ -1,7 +1,7 @@
 """The height map a policy that observes ``height_scan`` needs on a robot: message layout and checks.
 
 A rough-terrain policy trained with ``task.kwargs.actor_height_scan=true`` reads, each control
-step, the ground at a fixed grid of points around its base (``ctrl_rl.robots.height_scan``).
+step, the ground at a fixed grid of points around its base (``ctrl_rl.tasks.locomotion.height_scan``).
 On a robot, terrain perception (an elevation map sampled at those points) provides it on one
 topic, and the deploy node refuses such a bundle unless that topic is configured.
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from ctrl_rl.robots.robot import build_model, joint_indices, load_robot
 from ctrl_rl.robots.terrain import TerrainConfig, add_limb_colliders, add_to_spec, generate
-from ctrl_rl.robots.velocity_config import policy_terms
+from ctrl_rl.tasks.locomotion.velocity_config import policy_terms
 
 from . import messages as m
 from .gait_recorder import GaitRecorder

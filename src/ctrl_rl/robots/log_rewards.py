@@ -2,7 +2,7 @@
 
 Real-robot episodes carry no rewards (``ctrl_rl.storage.robot_log``); these functions label
 them afterwards from the recorded signals, with the training task's terms and weights
-(``robots/locomotion.py``: legged_gym's Go1 reward, Isaac Lab's flat-terrain orientation
+(``tasks/locomotion/locomotion.py``: legged_gym's Go1 reward, Isaac Lab's flat-terrain orientation
 weight), each weighted term times the control period, as in training. Name them as
 ``ctrl_rl.robots.log_rewards:proprioceptive`` (``load_robot_logs``, ``dataset=robotlogs:...``).
 

@@ -20,7 +20,7 @@ import torch
 
 from ctrl_rl.env import VecEnv
 from ctrl_rl.registry import Registry, UnknownNameError, closest
-from ctrl_rl.robots import tasks as robot_tasks
+from ctrl_rl.tasks import tasks as robot_tasks
 from ctrl_rl.utils.docs import field_docs
 from ctrl_rl.utils.extras import missing
 
@@ -31,7 +31,7 @@ from .isaacgym import LEGGED_GYM_TASKS
 from .isaacgym import make_env as make_isaacgym_env
 from .isaaclab import ISAACLAB_INSTALL, ISAACLAB_TASKS, make_isaaclab_env
 from .mjlab import MJLAB_INSTALL, MJLAB_TASKS, make_mjlab_env
-from .torch_envs import TASKS as TORCH_TASKS
+from .torch_backend import TASKS as TORCH_TASKS
 
 __all__ = ["SIMS", "SimBackend", "check_task", "list_tasks", "make_env", "register_sim", "unavailable"]
 

@@ -2,7 +2,7 @@
 
 A :class:`Physics` owns N worlds of one ``MjModel`` (CPU threads in ``mujoco_cpu``, GPU or
 CPU warp kernels in ``mujoco_warp``) and exposes them as torch views. A task from
-``ctrl_rl.robots`` reads those views and writes joint targets; :class:`MjVecEnv` runs the
+``ctrl_rl.tasks`` reads those views and writes joint targets; :class:`MjVecEnv` runs the
 contract around both: decimation, same-step auto-reset, ``final_obs``, episode statistics,
 state save/restore. The task never knows which backend it runs on.
 """
@@ -19,9 +19,9 @@ import torch
 
 from ctrl_rl.env import Obs, StepResult, VecEnv
 from ctrl_rl.mirror import EnvMirror
-from ctrl_rl.robots import task_entry
 from ctrl_rl.robots.robot import derived_values, load_robot
 from ctrl_rl.task import MjTask
+from ctrl_rl.tasks import task_entry
 from ctrl_rl.utils.cuda_graphs import CapturedStep, clone_tensors, keep_bindings
 
 from .render import OffscreenRenderer
@@ -193,7 +193,8 @@ class MjVecEnv(VecEnv):
             if self.cuda_graph:
                 self.physics.forward_written_rows()  # outside the graphs: the physics replays its own
             obs, final = self._observe({"noise": pre["noise"], "done": done, "final_obs": out["final_obs"]})
-        info = {"final_obs": final, "episode": out["episode"], "log": out["log"], "metrics": out["metrics"]}
+        info = {"final_obs": final, "episode": out["episode"], "log": out["log"], "metrics": out["metrics"],
+                "episode_metrics": out["episode_metrics"]}
         if self._gait:  # evaluation only: training never asks, and pays nothing
             info["gait"] = self.task.gait_signals()
         result = obs, out["reward"], out["terminated"], out["truncated"], info
@@ -217,7 +218,7 @@ class MjVecEnv(VecEnv):
         pushed = self.task.perturb(self.physics, self.episode_length, self._generator)
         return {"reward": reward, "terminated": terminated, "truncated": truncated, "done": done,
                 "final_obs": final_obs, "episode": episode, "log": log, "metrics": dict(self.task.metrics),
-                "pushed": pushed}
+                "episode_metrics": dict(getattr(self.task, "episode_metrics", {})), "pushed": pushed}
 
     def _observe_after_reset(self, x: dict[str, Any]) -> tuple[Obs, Obs]:
         """The observation after resets and pushes; ``final_obs`` where an episode ended."""
@@ -285,7 +286,7 @@ class MjVecEnv(VecEnv):
 
 def make_mujoco_env(physics_factory: Any, task: str, num_envs: int, device: str | torch.device,
                     seed: int | None, cuda_graph: bool = False, **task_kwargs: Any) -> MjVecEnv:
-    """Build a registered task (``ctrl_rl.robots.TASKS``) on the physics ``physics_factory(model, num_envs,
+    """Build a registered task (``ctrl_rl.tasks.TASKS``) on the physics ``physics_factory(model, num_envs,
     device)``; the task config's ``apply_physics(model, robot)`` sets its physics profile first. A config
     whose ``robot`` is None builds its model without one (``ctrl_rl.task.MjTaskConfig``)."""
     entry = task_entry(task)

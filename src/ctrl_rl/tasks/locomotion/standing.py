@@ -1,12 +1,12 @@
 """A legged robot standing at its default pose: where its feet are, how high they rest, how far its joints
-may stray, and where its own PD gains let it settle (``robots/locomotion.py`` builds its task from these)."""
+may stray, and where its own PD gains let it settle (``tasks/locomotion/locomotion.py`` builds its task from these)."""
 
 from __future__ import annotations
 
 import mujoco
 import numpy as np
 
-from .robot import RobotConfig, joint_indices
+from ctrl_rl.robots.robot import RobotConfig, joint_indices
 
 
 def foot_rest_heights(model: mujoco.MjModel, robot: RobotConfig) -> list[float]:

@@ -20,6 +20,10 @@ the same clock from its control ticks) and is rewarded for foot contacts that fo
 (``gait_contact``: the left foot in stance for the first ``stance_fraction`` of each period, the right
 half a period later) and for lifting the swing foot ``swing_height`` (``feet_swing_height``). Without
 it a policy trained on 2 cores shuffles its feet (docs/humanoid.md).
+
+``ctrl_humanoid`` is 21-DoF and G1-sized (``robots/ctrl_humanoid.yaml``); the config below documents
+every ``task.kwargs``. Runs on sim=mujoco (CPU threads, its default) or sim=mjwarp; tuned settings per
+learner: ``tune/<algo>_humanoid_velocity_flat[_<preset>].yaml``.
 """
 
 from __future__ import annotations
@@ -31,10 +35,11 @@ from typing import Any, ClassVar
 import mujoco
 import torch
 
-from . import register_task
+from ctrl_rl.robots.robot import RobotConfig
+from ctrl_rl.robots.terms import ObsTerm
+from ctrl_rl.tasks import register_task
+
 from .locomotion import DEFAULT_REWARDS, TRACKING_SIGMA, VelocityTask, VelocityTaskConfig
-from .robot import RobotConfig
-from .terms import ObsTerm
 
 HUMANOID_REWARDS = {
     **{k: 0.0 for k in DEFAULT_REWARDS},

@@ -14,6 +14,9 @@ The policy sees only the relative position and the velocity, ``[p - target, v]``
 ``"critic"`` group adds the absolute position and target ``[p - target, v, p, target]``,
 privileged in the sense that the actor does not get it, so asymmetric actor-critic code has
 a cheap task to be tested on.
+
+Task ``point_mass`` (``sim=torch``; tuned settings per learner: ``tune/<algo>_point_mass.yaml`` beside
+this module).
 """
 
 from __future__ import annotations
@@ -24,8 +27,8 @@ import numpy as np
 import torch
 
 from ctrl_rl.env import Obs
+from ctrl_rl.sims.torch_backend import State, TaskParams, TorchVecEnv, register_torch_task, task_number
 
-from .base import State, TaskParams, TorchVecEnv, register_torch_task, task_number
 from .draw import ACCENT, TARGET, Canvas
 
 

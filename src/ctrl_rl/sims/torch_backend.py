@@ -1,4 +1,4 @@
-"""Pure-torch batched environments: the step / auto-reset / bookkeeping shared by all tasks.
+"""The torch sim (``sim=torch``): the step / auto-reset / bookkeeping shared by all pure-torch tasks.
 
 A task only writes its MDP as pure tensor functions (initial-state sampler, dynamics with
 reward and termination, observation). :class:`TorchVecEnv` turns those into the
@@ -6,6 +6,9 @@ reward and termination, observation). :class:`TorchVecEnv` turns those into the
 does the same tensor work whatever finished, so a GPU never waits on the host: finished
 rows are reset with ``torch.where`` against fresh initial states sampled for *every* row
 (cheap, and it makes the random stream independent of which rows finished).
+
+The tasks live in the task tree (``ctrl_rl.tasks.classic``), each module ending in its
+:func:`register_torch_task`.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import torch
 
 from ctrl_rl.env import Obs, StepResult, VecEnv
 from ctrl_rl.registry import Registry
+from ctrl_rl.utils.modules import import_package_modules
 
 State = dict[str, torch.Tensor]
 """Physics state: named tensors, each ``[num_envs]`` or ``[num_envs, k]`` (float32 unless a
@@ -265,7 +269,16 @@ class TorchVecEnv(VecEnv):
         return f"{type(self).__name__}(num_envs={self.num_envs}, device={self.device})"
 
 
-TASKS: Registry[type[TorchVecEnv]] = Registry("task", context=" for sim 'torch'")
+TASK_TREE = "ctrl_rl.tasks"
+"""The package whose modules register the built-in tasks, imported by name before a read (registration by
+import: the tasks are written on this module, so it does not import them)."""
+
+
+def _load_tasks() -> None:
+    import_package_modules(TASK_TREE, skip_missing=True)  # the family without its simulator is left out
+
+
+TASKS: Registry[type[TorchVecEnv]] = Registry("task", load=_load_tasks, context=" for sim 'torch'")
 """Task id -> env class, called as ``cls(num_envs, device, seed, **task_kwargs)``; each task's module
 registers it."""
 

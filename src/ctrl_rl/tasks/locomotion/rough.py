@@ -1,7 +1,7 @@
 """Velocity tracking on generated rough terrain with a curriculum (``quadruped_velocity_rough``).
 
-The flat task (``locomotion.py``) on the terrain grid of ``terrain.py``, plus what rough
-ground needs, in the legged_gym / Isaac Lab tradition:
+The flat task (``locomotion.py``) on the terrain grid of ``ctrl_rl.robots.terrain`` (slopes, stairs,
+rough ground, blocks), plus what rough ground needs, in the legged_gym / Isaac Lab tradition:
 
 * spawns on the platform of the env's sub-terrain, with a random heading; the curriculum
   (``curriculum.py``) picks the row at every reset from how far the last episode went;
@@ -12,6 +12,9 @@ ground needs, in the legged_gym / Isaac Lab tradition:
   cannot walk its shins through a stair edge;
 * leaving the grid is a time-out (truncation, bootstrapped), as Isaac Lab's
   ``terrain_out_of_bounds``: the robot did nothing wrong.
+
+On ctrl_quad by default (docs/terrain.md); runs on sim=mujoco (CPU threads, its default) or sim=mjwarp;
+tuned settings per learner: ``tune/<algo>_quadruped_velocity_rough.yaml``.
 """
 
 from __future__ import annotations
@@ -26,14 +29,14 @@ import numpy as np
 import torch
 
 from ctrl_rl.mirror import SignedPerm, pair_points
+from ctrl_rl.robots.robot import RobotConfig, SensorLayout, build_model
+from ctrl_rl.robots.terms import ObsTerm
+from ctrl_rl.robots.terrain import Terrain, TerrainConfig, add_limb_colliders, add_to_spec, generate
+from ctrl_rl.tasks import register_task
 
-from . import register_task
 from .curriculum import TerrainCurriculum
 from .height_scan import HeightScanConfig, HeightScanner
 from .locomotion import DEFAULT_REWARDS, GAIT_RECIPE_TERMS, VelocityTask, VelocityTaskConfig
-from .robot import RobotConfig, SensorLayout, build_model
-from .terms import ObsTerm
-from .terrain import Terrain, TerrainConfig, add_limb_colliders, add_to_spec, generate
 
 ROUGH_REWARDS = {**DEFAULT_REWARDS, "orientation": -1.0, "feet_air_time": 0.125,
                  **dict.fromkeys(GAIT_RECIPE_TERMS, 0.0)}
@@ -62,7 +65,7 @@ class RoughVelocityTaskConfig(VelocityTaskConfig):
     spawn_radius: float = 0.5
     """Spawn within +-this (m) of the platform's centre, in x and y."""
     height_scan: HeightScanConfig = field(default_factory=HeightScanConfig)
-    """The scan grid (``task.kwargs.height_scan.<name>``; see ``ctrl_rl.robots.height_scan``)."""
+    """The scan grid (``task.kwargs.height_scan.<name>``; see ``ctrl_rl.tasks.locomotion.height_scan``)."""
     actor_height_scan: bool = False
     """Give the actor the (noisy) scan too; the deploy node then needs a height-map source."""
     limb_collisions: bool = True

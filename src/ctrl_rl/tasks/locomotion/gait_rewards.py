@@ -9,7 +9,7 @@ weights serves any legged robot: every quantity is divided by a scale the robot 
 (standing height, torque limits, mass, joint tolerances), so the terms are dimensionless.
 
 Each function is pure (torch in, torch out, ``[N]`` per env), tested on hand-computed cases in
-``tests/test_gait_rewards.py``; ``robots/locomotion.py`` weights them (``task.kwargs.rewards``).
+``tests/test_gait_rewards.py``; ``tasks/locomotion/locomotion.py`` weights them (``task.kwargs.rewards``).
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ two equal Gaussian bumps at ``±mode``::
 Both peaks pay the same (≈ 1), the midpoint ``a = 0`` pays ``2 exp(-(mode/width)^2 / 2)``
 (≈ 0.02 at the defaults). A unimodal Gaussian policy can only sit on one peak (or straddle
 them at the mean); a flow policy can put its mass on both (FPO's GridWorld result, in 1-D).
+Task ``bimodal_bandit`` (``sim=torch``): reward peaks of equal height at a = ±0.6, can the policy keep
+both modes?
 """
 
 from __future__ import annotations
@@ -18,8 +20,7 @@ import dataclasses
 import torch
 
 from ctrl_rl.env import Obs
-
-from .base import State, TaskParams, TorchVecEnv, register_torch_task, task_number
+from ctrl_rl.sims.torch_backend import State, TaskParams, TorchVecEnv, register_torch_task, task_number
 
 
 @dataclasses.dataclass

@@ -19,6 +19,9 @@ trajectories drift apart the same way.
 
 ``th`` is kept wrapped to [-pi, pi] (:func:`wrap_to_pi`), so ``angle_normalize(th)**2 ==
 th**2`` (the square removes the sign ambiguity at +-pi) and long episodes lose no precision.
+
+Task ``pendulum`` (``sim=torch``, 200-step episodes; tuned settings per learner:
+``tune/<algo>_pendulum.yaml`` beside this module).
 """
 
 from __future__ import annotations
@@ -30,8 +33,16 @@ import numpy as np
 import torch
 
 from ctrl_rl.env import Obs
+from ctrl_rl.sims.torch_backend import (
+    State,
+    TaskParams,
+    TorchVecEnv,
+    register_torch_task,
+    task_choice,
+    task_number,
+    wrap_to_pi,
+)
 
-from .base import State, TaskParams, TorchVecEnv, register_torch_task, task_choice, task_number, wrap_to_pi
 from .draw import ACCENT, Canvas
 
 

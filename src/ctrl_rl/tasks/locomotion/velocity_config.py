@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import mujoco
 
-from .physics import PhysicsProfile, set_physics
-from .terms import ObsTerm
+from ctrl_rl.robots.physics import PhysicsProfile, set_physics
+from ctrl_rl.robots.terms import ObsTerm
 
 if TYPE_CHECKING:
-    from .robot import RobotConfig
+    from ctrl_rl.robots.robot import RobotConfig
 
 DEFAULT_REWARDS = {
     "track_lin_vel_xy": 1.0, "track_ang_vel_z": 0.5, "lin_vel_z": -2.0, "ang_vel_xy": -0.05,
@@ -22,12 +22,12 @@ DEFAULT_REWARDS = {
 }
 """legged_gym's Go1 weights, with Isaac Lab's flat-terrain orientation (-5) and air-time (0.25)
 weights (why: docs/experiments/quadruped_rewards.md), and the gait terms an owner judges a walk by
-(``robots/gait_rewards.py``: posture, foot slip and clearance, torque peaks and power), each
+(``tasks/locomotion/gait_rewards.py``: posture, foot slip and clearance, torque peaks and power), each
 dimensionless, scaled by the robot's standing height, torque limits and mass, so one set of
 weights serves every quadruped (docs/experiments/gait_recipe.md)."""
 GAIT_RECIPE_TERMS = ("track_lin_vel_xy_fine", "joint_pose", "base_height_ratio", "feet_slide", "feet_clearance",
                      "torque_limits", "power")
-"""The terms the gait recipe adds to legged_gym's set (``robots/gait_rewards.py``)."""
+"""The terms the gait recipe adds to legged_gym's set (``tasks/locomotion/gait_rewards.py``)."""
 TRACKING_SIGMA = 0.25  # exp(-err^2 / sigma) tracking kernels, legged_gym's value
 FINE_TRACKING_SIGMA = 0.02
 """``track_lin_vel_xy_fine``'s kernel: legged_gym's is flat near zero error (0.05 m/s off costs 1 %), so a

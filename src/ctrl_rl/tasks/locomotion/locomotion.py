@@ -6,6 +6,11 @@ Observation terms come from ``ctrl_rl.robots.terms`` — the same definitions th
 runtime evaluates on the robot. Rewards are named terms with weights (per-second weights,
 multiplied by the control dt as in legged_gym); each term's mean per-step contribution is
 logged as ``Reward/<name>`` (TensorBoard), so one sees which term drives the total.
+
+Task ``quadruped_velocity_flat``: ctrl_quad (12-DoF, ``robots/ctrl_quad.yaml``) tracking velocity
+commands on flat ground, legged_gym-style rewards and randomization (``velocity_config.py`` documents
+every ``task.kwargs``; ``--help`` lists them). Runs on sim=mujoco (CPU threads, its default) or
+sim=mjwarp (GPU, or CPU for tests); tuned settings per learner: ``tune/<algo>_quadruped_velocity_flat.yaml``.
 """
 
 from __future__ import annotations
@@ -19,12 +24,13 @@ import torch
 
 from ctrl_rl.env import SimulationError
 from ctrl_rl.mirror import EnvMirror, SignedPerm, pair_points
+from ctrl_rl.robots.robot import RobotConfig, SensorLayout, build_model, joint_indices
+from ctrl_rl.robots.terms import TERM_MIRRORS, ObsTerm, compute_obs, heading_hold, projected_gravity, yaw_angle
+from ctrl_rl.tasks import register_task
 
 from . import gait_rewards as gait
-from . import gait_signals, register_task
-from .robot import RobotConfig, SensorLayout, build_model, joint_indices
+from . import gait_signals
 from .standing import foot_rest_heights, pose_tolerance, settled_pose, standing_foot_points
-from .terms import TERM_MIRRORS, ObsTerm, compute_obs, heading_hold, projected_gravity, yaw_angle
 from .velocity_config import (
     DEFAULT_REWARDS,
     FINE_TRACKING_SIGMA,
@@ -356,7 +362,7 @@ class VelocityTask:
         return terms
 
     def gait_terms(self, s: dict[str, torch.Tensor], contact: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The recipe's posture, feet and effort terms (``robots/gait_rewards.py``), scaled by this robot."""
+        """The recipe's posture, feet and effort terms (``tasks/locomotion/gait_rewards.py``), scaled by this robot."""
         sd, h0 = s["_sensordata"], self.robot.init_height
         foot_vel = torch.stack([sd[:, self.layout[k]][:, :2] for k in self.foot_vel_sensors], 1)
         lift = torch.stack([sd[:, self.layout[k]][:, 2] for k in self.foot_pos_sensors], -1) - self.foot_rest_height
@@ -472,11 +478,11 @@ class VelocityTask:
 
     # -- gait report (ctrl-rl eval; ctrl_rl.deploy.gait_report) ---------------------------------
     def gait_spec(self, model: mujoco.MjModel) -> dict[str, Any]:
-        """The robot's constants for the gait report (``robots/gait_signals.py``)."""
+        """The robot's constants for the gait report (``tasks/locomotion/gait_signals.py``)."""
         return gait_signals.gait_spec(self, model)
 
     def gait_signals(self) -> dict[str, torch.Tensor]:
-        """This step's per-env gait signals (``robots/gait_signals.py``), read after :meth:`evaluate`."""
+        """This step's per-env gait signals (``tasks/locomotion/gait_signals.py``), read after :meth:`evaluate`."""
         return gait_signals.step_signals(self)
 
 

@@ -11,6 +11,10 @@ cart-pole system")::
 
 with ``l`` the half pole length. The policy's action ``a`` in [-1, 1] is the force
 ``F = 10 a`` N, so ``a = +-1`` is exactly gymnasium's discrete push right / left.
+
+Tasks (``sim=torch``; tuned settings per learner: ``tune/<algo>_<task>.yaml`` beside this module):
+``cartpole_balance``, 500-step episodes: max return 500; ``cartpole_swingup``,
+starting hanging down, a smooth upright reward in [0, 1] per step, 500 steps.
 """
 
 from __future__ import annotations
@@ -21,8 +25,8 @@ import numpy as np
 import torch
 
 from ctrl_rl.env import Obs
+from ctrl_rl.sims.torch_backend import State, TorchVecEnv, register_torch_task, wrap_to_pi
 
-from .base import State, TorchVecEnv, register_torch_task, wrap_to_pi
 from .draw import ACCENT, Canvas
 
 GRAVITY = 9.8

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .terrain import Terrain, checked_keys
+from ctrl_rl.robots.terrain import Terrain, checked_keys
 
 
 @dataclass
