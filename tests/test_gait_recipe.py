@@ -54,6 +54,31 @@ def test_torque_excess_starts_at_the_soft_limit():
     assert out.item() == pytest.approx(0.3)
 
 
+def test_action_jerk_is_the_summed_squared_second_difference():
+    # joint 1: 1 - 2*0.5 + 0 = 0 (a straight line); joint 2: -1 - 2*1 + (-1) = -4 -> 16; env 2: 1 - 0 + 1 = 2 per joint, 4 * 2
+    out = gait.action_jerk(t([1.0, -1.0], [1.0, 1.0]), t([0.5, 1.0], [0.0, 0.0]), t([0.0, -1.0], [1.0, 1.0]))
+    assert out.tolist() == pytest.approx([16.0, 8.0])
+
+
+def test_the_action_smoothness_term_sees_the_applied_actions_two_steps_back():
+    """Off by default (weight 0, a recipe term: ramped in with the others); on, the env's term equals the
+    applied actions' second difference, the buffers restart at a reset."""
+    from ctrl_rl.sims import make_env
+
+    env = make_env("mujoco", "quadruped_velocity_flat", 2, seed=0, action_filter=0.5, gait_terms_ramp_steps=0,
+                   rewards={"action_smoothness": -1.0}, obs_noise=0.0, max_action_delay=0)
+    env.reset(seed=0)
+    applied = [torch.zeros(2, 12), torch.zeros(2, 12)]
+    for k in range(4):
+        a = torch.full((2, 12), float(k % 2) * 2 - 1)  # -1, 1, -1, 1: a flip every tick
+        applied.append(0.5 * a + 0.5 * applied[-1])
+        _, _, _, _, info = env.step(a)
+        jerk = ((applied[-1] - 2 * applied[-2] + applied[-3]) ** 2).sum(-1).mean()
+        assert float(info["log"]["Reward/action_smoothness"]) == pytest.approx(-float(jerk) * env.task.step_dt,
+                                                                                rel=1e-5)
+    env.close()
+
+
 def test_mechanical_power_is_a_rate_of_m_g_h():
     # |2 * 3| + |-1 * 4| = 10 W over m g h = 10 kg * 9.81 * 0.3 m = 29.43 J -> 0.3398 / s
     out = gait.mechanical_power(t([2.0, -1.0])[None], t([3.0, 4.0])[None], mass=10.0, standing_height=0.3)

@@ -59,3 +59,9 @@ def mechanical_power(torques: torch.Tensor, joint_vel: torch.Tensor, mass: float
     """Positive and negative joint power ``sum |tau * qdot|`` (W) over ``m g h`` (J) of the robot: a
     rate (1/s) that compares a 12 kg quadruped with a 35 kg humanoid (cost of transport's numerator)."""
     return (torques * joint_vel).abs().sum(-1) / (mass * GRAVITY * standing_height)
+
+
+def action_jerk(action: torch.Tensor, last: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
+    """Sum over joints of the applied actions' squared second difference ``(a_t - 2 a_(t-1) + a_(t-2))^2``
+    (action units): what the gait report's ``action smoothness`` measures (its RMS), as a penalty."""
+    return ((action - 2.0 * last + before) ** 2).sum(-1)

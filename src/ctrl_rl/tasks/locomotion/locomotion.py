@@ -119,6 +119,7 @@ class VelocityTask:
         self.heading_fresh = torch.ones(n, dtype=torch.bool, device=device)
         """Rows whose heading target is set from the yaw at their next step (a new episode)."""
         self.last_action = zeros(n, self.action_dim)
+        self.action_before = zeros(n, self.action_dim)  # the applied action two steps back (action_smoothness)
         self.last_joint_vel = zeros(n, nj)
         self.air_time = zeros(n, f)
         self.last_contact = torch.zeros(n, f, dtype=torch.bool, device=device)
@@ -232,6 +233,7 @@ class VelocityTask:
         self.commands = torch.where(r, self.user_commands, self.commands)
         self.heading_fresh = self.heading_fresh | rows
         self.last_action.masked_fill_(r, 0.0)
+        self.action_before.masked_fill_(r, 0.0)
         self.last_joint_vel.masked_fill_(r, 0.0)
         self.air_time.masked_fill_(r, 0.0)
         self.last_contact.masked_fill_(r, False)
@@ -284,6 +286,7 @@ class VelocityTask:
             log[f"Reward/{name}"] = r.mean()
         if c.only_positive_rewards:
             reward = reward.clamp(min=0.0)
+        self.action_before = self.last_action
         self.last_action = self._action
         self.last_joint_vel = s["joint_vel"]
         s["last_action"] = self.last_action
@@ -374,6 +377,7 @@ class VelocityTask:
             "feet_clearance": gait.foot_clearance(lift, foot_vel.norm(dim=-1), self.cfg.foot_clearance * h0),
             "torque_limits": gait.torque_excess(torques, self.torque_limits, self.cfg.torque_soft_limit),
             "power": gait.mechanical_power(torques, s["joint_vel"], self.mass, h0),
+            "action_smoothness": gait.action_jerk(self._action, self.last_action, self.action_before),
         }
 
     def perturb(self, physics: Any, episode_length: torch.Tensor, gen: torch.Generator) -> bool:
@@ -459,7 +463,7 @@ class VelocityTask:
         return EnvMirror(terms, parts["actions"])
 
     # -- state ------------------------------------------------------------------------------
-    _BUFFERS = ("commands", "last_action", "last_joint_vel", "air_time", "last_contact", "delay", "action_history",
+    _BUFFERS = ("commands", "last_action", "action_before", "last_joint_vel", "air_time", "last_contact", "delay", "action_history",
                 "user_commands", "heading_target", "heading_fresh", "recipe_steps")
 
     _RANDOMIZED = ("geom_friction", "body_mass", "actuator_gainprm", "actuator_biasprm")

@@ -18,7 +18,7 @@ DEFAULT_REWARDS = {
     "orientation": -5.0, "torques": -2e-4, "joint_acc": -2.5e-7, "action_rate": -0.01,
     "feet_air_time": 0.25, "joint_pos_limits": -10.0, "base_height": 0.0, "termination": 0.0,
     "track_lin_vel_xy_fine": 0.5, "joint_pose": -0.5, "base_height_ratio": -10.0, "feet_slide": -0.25,
-    "feet_clearance": -0.25, "torque_limits": -2.0, "power": -0.01,
+    "feet_clearance": -0.25, "torque_limits": -2.0, "power": -0.01, "action_smoothness": 0.0,
 }
 """legged_gym's Go1 weights, with Isaac Lab's flat-terrain orientation (-5) and air-time (0.25)
 weights (why: docs/experiments/quadruped_rewards.md), and the gait terms an owner judges a walk by
@@ -26,7 +26,7 @@ weights (why: docs/experiments/quadruped_rewards.md), and the gait terms an owne
 dimensionless, scaled by the robot's standing height, torque limits and mass, so one set of
 weights serves every quadruped (docs/experiments/gait_recipe.md)."""
 GAIT_RECIPE_TERMS = ("track_lin_vel_xy_fine", "joint_pose", "base_height_ratio", "feet_slide", "feet_clearance",
-                     "torque_limits", "power")
+                     "torque_limits", "power", "action_smoothness")
 """The terms the gait recipe adds to legged_gym's set (``tasks/locomotion/gait_rewards.py``)."""
 TRACKING_SIGMA = 0.25  # exp(-err^2 / sigma) tracking kernels, legged_gym's value
 FINE_TRACKING_SIGMA = 0.02
