@@ -55,7 +55,8 @@ def test_torque_excess_starts_at_the_soft_limit():
 
 
 def test_action_jerk_is_the_summed_squared_second_difference():
-    # joint 1: 1 - 2*0.5 + 0 = 0 (a straight line); joint 2: -1 - 2*1 + (-1) = -4 -> 16; env 2: 1 - 0 + 1 = 2 per joint, 4 * 2
+    # env 1, joint 1: 1 - 2*0.5 + 0 = 0 (a straight line); joint 2: -1 - 2*1 + (-1) = -4 -> 16
+    # env 2: 1 - 0 + 1 = 2 per joint -> 4 * 2
     out = gait.action_jerk(t([1.0, -1.0], [1.0, 1.0]), t([0.5, 1.0], [0.0, 0.0]), t([0.0, -1.0], [1.0, 1.0]))
     assert out.tolist() == pytest.approx([16.0, 8.0])
 

@@ -463,8 +463,8 @@ class VelocityTask:
         return EnvMirror(terms, parts["actions"])
 
     # -- state ------------------------------------------------------------------------------
-    _BUFFERS = ("commands", "last_action", "action_before", "last_joint_vel", "air_time", "last_contact", "delay", "action_history",
-                "user_commands", "heading_target", "heading_fresh", "recipe_steps")
+    _BUFFERS = ("commands", "last_action", "action_before", "last_joint_vel", "air_time", "last_contact", "delay",
+                "action_history", "user_commands", "heading_target", "heading_fresh", "recipe_steps")
 
     _RANDOMIZED = ("geom_friction", "body_mass", "actuator_gainprm", "actuator_biasprm")
 
