@@ -51,6 +51,9 @@ class VecEnv(ABC):
     * ``info["log"]``: ``dict[str, float | Tensor]`` scalars for TensorBoard (optional);
     * ``info["metrics"]``: ``dict[str, Tensor[num_envs]]`` per-env task measures (optional,
       e.g. forward velocity), which ``ctrl-rl eval`` averages over each env's episode;
+    * ``info["episode_metrics"]``: ``dict[str, Tensor[num_envs]]`` measures of a whole episode (optional,
+      e.g. ``success_rate``: 1 for a success, 0 else), meaningful in the rows whose episode finished this
+      step; ``ctrl-rl eval`` averages them over the episodes;
     * ``terminated``: the MDP reached a terminal state (no bootstrap); ``truncated``: a time
       limit or other cut (bootstrap from ``final_obs``). Both may not be true together:
       a terminal state reached on the last step counts as terminated.

@@ -63,7 +63,7 @@ def measured(max_length: int, dt: float, lengths: torch.Tensor, terminated: int)
     text = (f"measured: {len(lengths)} episodes (one per env, from reset), each up to {max_length * dt:.1f} s "
             f"({max_length} steps at {1 / dt:.0f} Hz), mean {float(lengths.double().mean()) * dt:.1f} s; "
             f"{terminated} ended in a terminal state (a fall for robot tasks); per-step metrics are means over "
-            "these episodes")
+            "these episodes' steps, episode metrics (a task's success_rate) over the episodes")
     return textwrap.fill(text, 100, subsequent_indent="  ")
 
 

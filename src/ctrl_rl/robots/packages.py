@@ -26,9 +26,11 @@ from pathlib import Path
 
 SCHEME = "pkg:"
 
-PACKAGED = {"mjlab": ("1.6.0", ("mjlab/asset_zoo/robots/unitree_go1/xmls/", "mjlab/asset_zoo/robots/unitree_g1/xmls/"))}
+PACKAGED = {"mjlab": ("1.6.0", ("mjlab/asset_zoo/robots/unitree_go1/xmls/", "mjlab/asset_zoo/robots/unitree_g1/xmls/",
+                                "mjlab/asset_zoo/robots/i2rt_yam/xmls/"))}
 """Distribution -> (version, folders of the wheel unpacked into the cache). mjlab's wheel ships
-Unitree's Go1 and G1 models (``robots/unitree_go1.yaml``, ``unitree_g1.yaml``)."""
+Unitree's Go1 and G1 models (``robots/unitree_go1.yaml``, ``unitree_g1.yaml``) and i2rt's YAM arm
+(``robots/i2rt_yam.yaml``)."""
 
 _URI = re.compile(r"^pkg:(?P<dist>[A-Za-z0-9_.-]+)==(?P<version>[A-Za-z0-9_.+-]+)/(?P<path>.+)$")
 

@@ -83,6 +83,58 @@ def heading_hold(user_yaw_rate: Array, target: Array, yaw: Array, stiffness: flo
     return (user_yaw_rate + stiffness * error).clip(low, high)
 
 
+def quat_mul(a: Array, b: Array) -> Array:
+    """Hamilton product ``a b`` of quaternions (w, x, y, z): rotation ``b``, then ``a``."""
+    aw, ax, ay, az = a[..., 0], a[..., 1], a[..., 2], a[..., 3]
+    bw, bx, by, bz = b[..., 0], b[..., 1], b[..., 2], b[..., 3]
+    return namespace(a).stack([aw * bw - ax * bx - ay * by - az * bz, aw * bx + ax * bw + ay * bz - az * by,
+                               aw * by - ax * bz + ay * bw + az * bx, aw * bz + ax * by - ay * bx + az * bw], -1)
+
+
+def quat_conjugate(q: Array) -> Array:
+    """The inverse rotation of unit quaternions ``q`` (w, x, y, z)."""
+    return namespace(q).stack([q[..., 0], -q[..., 1], -q[..., 2], -q[..., 3]], -1)
+
+
+def rotation_6d(q: Array) -> Array:
+    """The first two columns of the rotation matrix of unit quaternions ``q`` (w, x, y, z), ``[..., 6]``: an
+    orientation without a quaternion's sign flip (``q`` and ``-q`` give the same), continuous everywhere
+    (Zhou et al., "On the Continuity of Rotation Representations in Neural Networks", CVPR 2019)."""
+    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
+    return namespace(q).stack([1 - 2 * (y * y + z * z), 2 * (x * y + w * z), 2 * (x * z - w * y),
+                               2 * (x * y - w * z), 1 - 2 * (x * x + z * z), 2 * (y * z + w * x)], -1)
+
+
+def quat_error(q: Array, target: Array) -> Array:
+    """``[..., 3]``: the rotation from ``q`` to ``target`` (the frame's axes), as twice the vector part of
+    ``target q^-1`` on the short way round: the rotation vector for small angles, 2 sin(angle / 2) x axis."""
+    e = quat_mul(target, quat_conjugate(q))
+    return 2.0 * namespace(q).where(e[..., :1] < 0, -e[..., 1:], e[..., 1:])
+
+
+def quat_angle(q: Array, target: Array) -> Array:
+    """The angle (rad, in [0, pi]) of the rotation from ``q`` to ``target``: 2 atan2(|v|, |w|) of
+    ``target q^-1`` (exact for small angles, where 2 acos(|w|) loses precision)."""
+    e = quat_mul(target, quat_conjugate(q))
+    xp = namespace(q)
+    return 2.0 * xp.arctan2(((e[..., 1:] ** 2).sum(-1)) ** 0.5, xp.abs(e[..., 0]))
+
+
+def pose_command(s: Mapping[str, Array]) -> Array:
+    """An end-effector pose target ``[x, y, z, qw, qx, qy, qz]`` (the arm's base frame) as the policy sees
+    it: the position and :func:`rotation_6d` of the orientation, ``[..., 9]``."""
+    target = s["pose_command"]
+    return namespace(target).concatenate([target[..., :3], rotation_6d(target[..., 3:7])], -1)
+
+
+def ee_pose_error(s: Mapping[str, Array]) -> Array:
+    """The end effector's pose error to its target (base frame): position (m) and :func:`quat_error`,
+    ``[..., 6]``."""
+    target = s["pose_command"]
+    return namespace(target).concatenate([target[..., :3] - s["ee_pos"], quat_error(s["ee_quat"], target[..., 3:7])],
+                                         -1)
+
+
 TERM_FUNCTIONS: dict[str, Callable[[Mapping[str, Array]], Array]] = {
     # measurable on the robot
     "base_ang_vel": lambda s: s["imu_gyro"],
@@ -92,10 +144,12 @@ TERM_FUNCTIONS: dict[str, Callable[[Mapping[str, Array]], Array]] = {
     "joint_vel": lambda s: s["joint_vel"],
     "last_action": lambda s: s["last_action"],
     "gait_clock": gait_clock,
+    "pose_command": pose_command,
     # privileged: simulation only (critic inputs)
     "base_lin_vel": lambda s: s["base_lin_vel"],
     "base_height": lambda s: s["base_height"],
     "foot_contact": lambda s: s["foot_contact"],
+    "ee_pose_error": ee_pose_error,
     # the terrain around the base (simulation: ray casts; a robot: a configured height-map source)
     "height_scan": lambda s: s["height_scan"],
 }
@@ -118,13 +172,14 @@ on the joints the policy moves; ``feet``: its
 foot geoms paired by position; ``scan``: the scan points paired by position). ``ctrl_rl.mirror``."""
 
 ROBOT_SIGNALS = ("imu_quat", "imu_gyro", "joint_pos", "joint_vel", "command", "last_action", "default_pose",
-                 "gait_phase")
+                 "gait_phase", "pose_command")
 """Signals a deploy node can provide; a policy's terms must use only these. ``gait_phase`` is the
 controller's own clock: control steps since the episode (policy mode) began, over the bundle's
-``gait_period``, modulo 1."""
+``gait_period``, modulo 1. ``pose_command``: an arm's end-effector target ``[x, y, z, qw, qx, qy, qz]``
+in its base frame."""
 
 ROBOT_TERMS = ("base_ang_vel", "projected_gravity", "velocity_commands", "joint_pos_rel", "joint_vel", "last_action",
-               "gait_clock")
+               "gait_clock", "pose_command")
 """Terms computed from :data:`ROBOT_SIGNALS` alone: what a bundle's actor may observe on any robot."""
 
 EXTERNAL_TERMS = {"height_scan": "a height-map source (terrain perception)"}

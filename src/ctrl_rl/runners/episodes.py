@@ -34,7 +34,8 @@ def run_episodes(env: VecEnv, policy: Policy, seed: int,
     favour short episodes. ``on_episode(env_index, return, length)`` is called as each
     finishes (``ctrl-rl play`` prints them live). A ``metrics`` dict receives
     ``terminated`` (episodes that ended in a terminal state, e.g. falls) and, for every
-    per-env measure in ``info["metrics"]``, its mean over the steps of the evaluated episodes. A
+    per-env measure in ``info["metrics"]``, its mean over the steps of the evaluated episodes, and for
+    every measure of a whole episode in ``info["episode_metrics"]`` (a success), its mean over them. A
     ``gait`` list receives every step's ``info["gait"]`` (:meth:`VecEnv.record_gait`) with the step's
     ``terminated``: env ``i``'s episode is its first ``lengths[i]`` steps.
     """
@@ -61,6 +62,10 @@ def run_episodes(env: VecEnv, policy: Policy, seed: int,
         returns += torch.where(active, reward.double(), 0.0)
         lengths += active.long()
         newly = (terminated | truncated) & active
+        if metrics is not None:
+            for name, v in info.get("episode_metrics", {}).items():
+                sums[name] = sums.get(name, 0.0) + torch.where(newly, v.double(), 0.0).sum()
+                counts[name] = counts.get(name, 0) + newly.sum()
         if on_episode is not None:
             for i in newly.nonzero().flatten().tolist():
                 on_episode(i, float(returns[i]), int(lengths[i]))

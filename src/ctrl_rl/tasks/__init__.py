@@ -10,6 +10,9 @@ the family's ``tune/``, its tuned settings per learner (no file in ``configs/`` 
                        (humanoid_velocity_flat), their config (velocity_config.py) and helpers
                        (curriculum, height scan, gait rewards and signals, standing pose)
         tune/          <algo>_<task>[_<preset>].yaml
+      manipulation/    arms (``ctrl_rl.robots.arm``; sim=mujoco, sim=mjwarp): reach.py (reach, an end-effector
+                       pose target on i2rt's YAM), its config (reach_config.py) and rewards
+        tune/
       classic/         pure-torch classic control (sim=torch): pendulum, cartpole, point_mass, bandit
         tune/
       <family>/        any other folder with an ``__init__.py`` (a family of its own), found by itself
