@@ -184,8 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("deploy", help="run the deploy node or sim2sim (`ctrl-rl deploy --help`)", add_help=False)
 
     p = sub.add_parser("fetch-robots", help="fetch the robot models that ship in packages (mjlab's Unitree Go1 "
-                       "and G1, i2rt's YAM arm) into ~/.cache/ctrl_rl, once", description="Download each package's wheel (no "
-                       "dependencies, nothing installed) and unpack its robot models into the cache.")
+                       "and G1, i2rt's YAM arm) into ~/.cache/ctrl_rl, once",
+                       description="Download each package's wheel (no dependencies, nothing installed) and unpack "
+                       "its robot models into the cache.")
     p.add_argument("packages", nargs="*", help="distributions (default: all known: mjlab)")
     p.set_defaults(func=cmd_fetch_robots)
 
