@@ -24,24 +24,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import mujoco
 import numpy as np
-import yaml
 
-from . import ROBOTS
-from .mjcf_edits import (
-    add_floor_if_missing,
-    drop_own_sensors,
-    filter_collisions,
-    fit_keyframes,
-    log_once,
-    set_armature,
-    strip_visual_meshes,
-)
+from . import mjcf_edits as edits
+from .description import RobotDescription, per_joint
 from .physics import PHYSICS_CHOICES
-from .robot import RobotConfig, SensorLayout
+from .robot import SensorLayout
 
 log = logging.getLogger(__name__)
 
@@ -52,14 +43,12 @@ PER_JOINT = ("default_pose", "kp", "kd", "torque_limits", "armature", "action_sc
 
 
 @dataclass(frozen=True)
-class ArmRobot:
-    """One fixed-base arm: where its MJCF is, which joints move and which site is the end effector."""
+class ArmRobot(RobotDescription):
+    """One fixed-base arm: where its MJCF is (:class:`RobotDescription`: ``name``, ``mjcf``, ``base_body``,
+    its mount), which joints move and which site is the end effector."""
 
-    name: str
-    mjcf: str
-    """Path of the MJCF (relative to the YAML file), absolute, or ``pkg:<dist>==<version>/<path>``."""
-    base_body: str
-    """The arm's mount: end-effector poses and targets are in this body's frame."""
+    kind: ClassVar[str] = "arm"
+
     arm_joints: tuple[str, ...]
     """The arm's actuated joints in the policy's order (actions, observations, the bundle)."""
     ee_site: str
@@ -94,26 +83,15 @@ class ArmRobot:
     source: str = ""
     """The YAML file this config came from (for messages)."""
 
-    mjcf_path = RobotConfig.mjcf_path
-    bundle_dict = RobotConfig.bundle_dict
-    action_scales = RobotConfig.action_scales
-
     @property
     def joint_names(self) -> tuple[str, ...]:
         """Every actuated joint: the arm's, then the gripper's (the bundle's joint order)."""
         return self.arm_joints + self.gripper_joints
 
-    @property
-    def num_joints(self) -> int:
-        return len(self.joint_names)
-
     @classmethod
     def from_yaml(cls, path: str | Path) -> ArmRobot:
         """Load and validate an arm config; errors name the key and the fix."""
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"arm config {path} does not exist")
-        raw = yaml.safe_load(path.read_text()) or {}
+        path, raw = cls.read_yaml(path)
         known = {f.name for f in fields(cls)} - {"source"}
         unknown, missing = sorted(set(raw) - known), [k for k in REQUIRED if k not in raw]
         if unknown or missing:
@@ -123,11 +101,12 @@ class ArmRobot:
         for key in ("arm_joints", "gripper_joints", "collide"):
             values[key] = tuple(raw.get(key) or ())
         n = len(values["arm_joints"]) + len(values["gripper_joints"])
+        joints = f"actuated joint ({n}: arm_joints, then gripper_joints)"  # what a per-joint key's error counts
         for key in PER_JOINT:
             if key == "action_scale" and not isinstance(raw.get(key), list):
                 values[key] = float(raw.get(key, cls.action_scale))
             elif key in raw:
-                values[key] = per_joint(raw[key], n, f"{path}: {key}", single=key != "default_pose")
+                values[key] = per_joint(raw[key], n, f"{path}: {key}", joints, single=key != "default_pose")
         values["passive_pose"] = {str(k): float(v) for k, v in (raw.get("passive_pose") or {}).items()}
         values["workspace"] = tuple(tuple(float(x) for x in axis) for axis in raw.get("workspace") or ())
         if values["workspace"] and (len(values["workspace"]) != 3 or
@@ -142,17 +121,6 @@ class ArmRobot:
         if not arm.torque_limits:  # from the model, where it has them
             arm = cls(**{**values, "torque_limits": model_torque_limits(arm)})
         return arm
-
-
-def per_joint(value: Any, n: int, what: str, single: bool = True) -> tuple[float, ...]:
-    """``value`` as ``n`` floats: one per joint, or (``single``) one for all; an error naming ``what`` else."""
-    vals = [float(v) for v in np.atleast_1d(value)]
-    if single and len(vals) == 1:
-        vals = vals * n
-    if len(vals) != n:
-        raise ValueError(f"{what} has {len(vals)} values; give {'1 or ' if single else ''}one per actuated "
-                         f"joint ({n}: arm_joints, then gripper_joints)")
-    return tuple(vals)
 
 
 def model_torque_limits(arm: ArmRobot) -> tuple[float, ...]:
@@ -178,9 +146,7 @@ def model_torque_limits(arm: ArmRobot) -> tuple[float, ...]:
 
 def load_arm(name_or_path: str) -> ArmRobot:
     """A shipped arm by name (``i2rt_yam``: a YAML of ``ctrl_rl/robots``) or an arm YAML by path."""
-    if Path(name_or_path).suffix in (".yaml", ".yml") and name_or_path not in ROBOTS:
-        return ArmRobot.from_yaml(name_or_path)
-    return ArmRobot.from_yaml(ROBOTS[name_or_path])
+    return ArmRobot.load(name_or_path)
 
 
 def build_arm_model(arm: ArmRobot, visuals: bool = False) -> tuple[mujoco.MjModel, SensorLayout]:
@@ -193,26 +159,19 @@ def build_arm_model(arm: ArmRobot, visuals: bool = False) -> tuple[mujoco.MjMode
     if spec.body(arm.base_body) is None or spec.site(arm.ee_site) is None or absent:
         raise ValueError(f"arm {arm.name}: {path.name} lacks base_body {arm.base_body!r}, ee_site {arm.ee_site!r} "
                          f"or joint(s) {absent}; its joints are {sorted(n for n in joints if n)}")
-    own = drop_own_sensors(spec)
+    own = edits.drop_own_sensors(spec)
     if own:
-        log_once(log, arm.source or arm.name, "sensors", logging.INFO, "arm %s: its MJCF's %d sensors (%s) are left "
-                 "out of the training model; tasks read only the sensors training adds", arm.name, len(own),
-                 ", ".join(own))
+        edits.log_once(log, arm.source or arm.name, "sensors", logging.INFO, "arm %s: its MJCF's %d sensors (%s) "
+                       "are left out of the training model; tasks read only the sensors training adds", arm.name,
+                       len(own), ", ".join(own))
     if arm.collide:
-        filter_collisions(spec, arm.base_body, arm.collide, (), arm.name)
+        edits.filter_collisions(spec, arm.base_body, arm.collide, (), arm.name)
     if not visuals:
-        strip_visual_meshes(spec)
-    add_floor_if_missing(spec, arm.name)
+        edits.strip_visual_meshes(spec)
+    edits.add_floor_if_missing(spec, arm.name)
     if arm.armature:
-        set_armature(spec, arm.joint_names, arm.armature)
-    for act in list(spec.actuators):
-        spec.delete(act)
-    for name, kp, kd, limit in zip(arm.joint_names, arm.kp, arm.kd, arm.torque_limits, strict=True):
-        act = spec.add_actuator(name=f"{name}_pd", target=name, trntype=mujoco.mjtTrn.mjTRN_JOINT)
-        act.set_to_position(kp=kp, kv=kd)
-        act.forcelimited, act.forcerange = mujoco.mjtLimited.mjLIMITED_TRUE, [-limit, limit]
-        act.inheritrange = 1.0  # ctrlrange = the joint's range
-    fit_keyframes(spec, arm.default_pose)
+        edits.set_armature(spec, arm.joint_names, arm.armature)
+    edits.replace_actuators(spec, arm.joint_names, arm.kp, arm.kd, arm.torque_limits, arm.default_pose)
     S, O = mujoco.mjtSensor, mujoco.mjtObj  # noqa: E741 - short names keep the table readable
     for name in arm.joint_names:
         spec.add_sensor(name=f"{name}_pos", type=S.mjSENS_JOINTPOS, objtype=O.mjOBJ_JOINT, objname=name)

@@ -11,6 +11,8 @@ make the training model from it without touching the file:
 * :func:`set_armature`: the YAML's rotor armature (reflected inertia) per joint.
 * :func:`drop_own_sensors`: the MJCF's own sensors leave (tasks read only the ones ``build_model`` adds,
   under canonical names such as ``imu_quat`` that an owner's sensor block may use too).
+* :func:`replace_actuators`: the MJCF's actuators leave; PD position actuators with the YAML's gains and
+  torque limits drive the actuated joints (the gains trained with are the gains exported).
 * :func:`fit_keyframes`: keyframes keep their poses; their ``ctrl`` fits the replaced actuators.
 * :func:`strip_visual_meshes`: mesh geoms that neither collide nor carry mass, and the meshes only
   they used, leave the training model (Go1: 37.2 MB -> well under 1 MB per model copy); rendering
@@ -131,6 +133,21 @@ def drop_own_sensors(spec: mujoco.MjSpec) -> list[str]:
     for sensor in list(spec.sensors):
         spec.delete(sensor)
     return names
+
+
+def replace_actuators(spec: mujoco.MjSpec, joints: Sequence[str], kp: Sequence[float], kd: Sequence[float],
+                      torque_limits: Sequence[float], targets: Sequence[float]) -> None:
+    """Delete the MJCF's actuators and give each of ``joints`` a PD position actuator ``<joint>_pd`` with its
+    ``kp``, ``kd`` and torque limit, its control range the joint's (a target never asks past a limit);
+    keyframes then fit them, with ``targets`` as their controls (:func:`fit_keyframes`)."""
+    for act in list(spec.actuators):
+        spec.delete(act)
+    for name, p, d, limit in zip(joints, kp, kd, torque_limits, strict=True):
+        act = spec.add_actuator(name=f"{name}_pd", target=name, trntype=mujoco.mjtTrn.mjTRN_JOINT)
+        act.set_to_position(kp=p, kv=d)
+        act.forcelimited, act.forcerange = mujoco.mjtLimited.mjLIMITED_TRUE, [-limit, limit]
+        act.inheritrange = 1.0  # ctrlrange = the joint's range
+    fit_keyframes(spec, targets)
 
 
 def fit_keyframes(spec: mujoco.MjSpec, targets: Sequence[float]) -> None:

@@ -24,7 +24,6 @@ estimator delivers too — on every backend alike.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Callable
@@ -34,19 +33,10 @@ from typing import Any
 
 import mujoco
 import numpy as np
-import yaml
 
-from . import ROBOTS
-from .mjcf_edits import (
-    add_floor_if_missing,
-    drop_own_sensors,
-    filter_collisions,
-    fit_keyframes,
-    log_once,
-    set_armature,
-    strip_visual_meshes,
-)
-from .packages import SCHEME, RobotModelNotFetched, resolve
+from . import mjcf_edits as edits
+from .description import RobotDescription, per_joint
+from .packages import RobotModelNotFetched
 from .physics import PHYSICS_CHOICES
 
 log = logging.getLogger(__name__)
@@ -55,14 +45,10 @@ ROBOTS_DIR = Path(__file__).resolve().parent
 
 
 @dataclass(frozen=True)
-class RobotConfig:
-    """One robot: where its MJCF is and how its joints are driven."""
+class RobotConfig(RobotDescription):
+    """One legged robot: where its MJCF is (:class:`RobotDescription`: ``name``, ``mjcf``, ``base_body``,
+    its floating base) and how its joints are driven."""
 
-    name: str
-    mjcf: str
-    """Path of the MJCF (relative paths are relative to the YAML file that declared it)."""
-    base_body: str
-    """The floating base; the IMU and base velocity are measured on it."""
     joint_names: tuple[str, ...]
     """Actuated joints in the policy's order: actions, joint observations and the deploy
     bundle all use this order (a deploy node maps the robot's names onto it, never by
@@ -111,22 +97,12 @@ class RobotConfig:
     """The YAML file this config came from (for messages)."""
 
     @property
-    def num_joints(self) -> int:
-        return len(self.joint_names)
-
-    @property
     def action_index(self) -> tuple[int, ...]:
         """Positions in ``joint_names`` of the joints the policy moves (:attr:`action_joints`)."""
         if not self.action_joints:
             return tuple(range(self.num_joints))
         return tuple(i for i, j in enumerate(self.joint_names)
                      if any(re.fullmatch(p, j) for p in self.action_joints))
-
-    @property
-    def action_scales(self) -> tuple[float, ...]:
-        """:attr:`action_scale` as one value per joint."""
-        scale = self.action_scale
-        return tuple(scale) if isinstance(scale, tuple) else (float(scale),) * self.num_joints
 
     def mirror_map(self) -> tuple[np.ndarray, np.ndarray]:
         """``(perm, sign)`` with ``mirrored = sign * q[..., perm]`` for any joint-ordered vector
@@ -140,35 +116,10 @@ class RobotConfig:
             sign[index[a]] = sign[index[b]] = s
         return perm, sign
 
-    def bundle_dict(self) -> dict[str, Any]:
-        """The config as a deploy bundle carries it (plain JSON types), so sim2sim rebuilds this robot
-        anywhere the model resolves: a ``pkg:`` model as written, a file as its absolute path (a run moved
-        to a machine without that file is refused by ``deploy sim2sim``, naming ``--robot``)."""
-        out: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name != "source" and value is not None and value != ():
-                out[f.name] = json.loads(json.dumps(value))  # tuples -> lists
-        if not self.mjcf.startswith(SCHEME):
-            out["mjcf"] = str(self.mjcf_path().resolve())
-        return out
-
-    def mjcf_path(self) -> Path:
-        """The MJCF file; a ``pkg:`` model resolves into the fetched package (``robots/packages.py``)."""
-        if self.mjcf.startswith(SCHEME):
-            return resolve(self.mjcf)
-        path = Path(self.mjcf)
-        if not path.is_absolute() and self.source:
-            path = Path(self.source).parent / path
-        return path
-
     @classmethod
     def from_yaml(cls, path: str | Path) -> RobotConfig:
         """Load and validate a robot config; errors name the key and the fix."""
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"robot config {path} does not exist")
-        raw = yaml.safe_load(path.read_text()) or {}
+        path, raw = cls.read_yaml(path)
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(raw) - known)
         if unknown:
@@ -179,15 +130,8 @@ class RobotConfig:
             raise ValueError(f"{path}: missing required key(s) {missing}")
         n = len(raw["joint_names"])
 
-        def per_joint(key: str) -> tuple[float, ...]:
-            vals = [float(v) for v in np.atleast_1d(raw[key])]
-            if len(vals) == 1:
-                vals = vals * n
-            elif len(vals) != n and n % len(vals) == 0:  # e.g. one value per joint of a leg
-                vals = vals * (n // len(vals))
-            if len(vals) != n:
-                raise ValueError(f"{path}: {key} has {len(vals)} values; give 1 or one per joint ({n})")
-            return tuple(vals)
+        def expand(key: str) -> tuple[float, ...]:  # one value, one per joint or one per joint of a leg
+            return per_joint(raw[key], n, f"{path}: {key}", f"joint ({n})", per_leg=True)
 
         values: dict[str, Any] = dict(raw)
         values["joint_names"] = tuple(raw["joint_names"])
@@ -196,9 +140,9 @@ class RobotConfig:
             raise ValueError(f"{path}: default_pose has {len(raw['default_pose'])} values for {n} joints")
         values["default_pose"] = tuple(float(v) for v in raw["default_pose"])
         for key in ("kp", "kd", "torque_limits") + (("armature",) if "armature" in raw else ()):
-            values[key] = per_joint(key)
+            values[key] = expand(key)
         if isinstance(raw.get("action_scale"), list):
-            values["action_scale"] = per_joint("action_scale")
+            values["action_scale"] = expand("action_scale")
         elif "action_scale" in raw:
             values["action_scale"] = float(raw["action_scale"])
         scales = np.atleast_1d(values.get("action_scale", cls.action_scale))
@@ -266,9 +210,7 @@ def _parse_mirror(path: Path, entries: Any, joints: tuple[str, ...]) -> tuple[tu
 
 def load_robot(name_or_path: str) -> RobotConfig:
     """A registered robot by name (``ctrl_quad``; :data:`ctrl_rl.robots.ROBOTS`) or a user's robot YAML by path."""
-    if Path(name_or_path).suffix in (".yaml", ".yml") and name_or_path not in ROBOTS:
-        return RobotConfig.from_yaml(name_or_path)
-    return RobotConfig.from_yaml(ROBOTS[name_or_path])
+    return RobotConfig.load(name_or_path)
 
 
 SensorLayout = dict[str, slice]
@@ -311,18 +253,18 @@ def build_model(robot: RobotConfig, scene: Callable[[mujoco.MjSpec], None] | Non
     spec = mujoco.MjSpec.from_file(str(path))
     if spec.body(robot.base_body) is None:
         raise ValueError(f"robot {robot.name}: base_body {robot.base_body!r} is not in {path.name}")
-    own = drop_own_sensors(spec)
+    own = edits.drop_own_sensors(spec)
     if own:
-        log_once(log, robot.source or robot.name, "sensors", logging.INFO, "robot %s: its MJCF's %d sensors (%s) "
+        edits.log_once(log, robot.source or robot.name, "sensors", logging.INFO, "robot %s: its MJCF's %d sensors (%s) "
                  "are left out of the training model; tasks read only the sensors training adds (SENSOR_NAMES)",
                  robot.name, len(own), ", ".join(own))
     if robot.collide:
-        filter_collisions(spec, robot.base_body, robot.collide, robot.foot_geoms, robot.name)
+        edits.filter_collisions(spec, robot.base_body, robot.collide, robot.foot_geoms, robot.name)
     if not visuals:
-        strip_visual_meshes(spec)
+        edits.strip_visual_meshes(spec)
     if scene is not None:
         scene(spec)
-    add_floor_if_missing(spec, robot.name)
+    edits.add_floor_if_missing(spec, robot.name)
     joints = {j.name for j in spec.joints}
     missing = [j for j in robot.joint_names if j not in joints]
     if missing:
@@ -330,17 +272,8 @@ def build_model(robot: RobotConfig, scene: Callable[[mujoco.MjSpec], None] | Non
                          f"its joints are {sorted(n for n in joints if n)}")
     base = spec.body(robot.base_body)
     if robot.armature:
-        set_armature(spec, robot.joint_names, robot.armature)
-
-    for act in list(spec.actuators):
-        spec.delete(act)
-    for i, jname in enumerate(robot.joint_names):
-        act = spec.add_actuator(name=f"{jname}_pd", target=jname, trntype=mujoco.mjtTrn.mjTRN_JOINT)
-        act.set_to_position(kp=robot.kp[i], kv=robot.kd[i])
-        act.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
-        act.forcerange = [-robot.torque_limits[i], robot.torque_limits[i]]
-        act.inheritrange = 1.0  # ctrlrange = the joint's range: targets never ask past a limit
-    fit_keyframes(spec, robot.default_pose)
+        edits.set_armature(spec, robot.joint_names, robot.armature)
+    edits.replace_actuators(spec, robot.joint_names, robot.kp, robot.kd, robot.torque_limits, robot.default_pose)
 
     imu = robot.imu_site or "ctrl_rl_imu"
     if robot.imu_site is None:
@@ -382,7 +315,7 @@ def build_model(robot: RobotConfig, scene: Callable[[mujoco.MjSpec], None] | Non
     layout = {model.sensor(i).name: slice(int(model.sensor_adr[i]), int(model.sensor_adr[i] + model.sensor_dim[i]))
               for i in range(model.nsensor)}
     derived = derived_values(model, robot)
-    log_once(log, robot.source or robot.name, "derived", logging.INFO,
+    edits.log_once(log, robot.source or robot.name, "derived", logging.INFO,
              "robot %s: standing height (init_height) %.3f m, mass %.2f kg, leg length %s", robot.name,
              derived["init_height"], derived["mass"],
              f"{derived['leg_length']:.3f} m" if "leg_length" in derived else "- (no foot_geoms)")

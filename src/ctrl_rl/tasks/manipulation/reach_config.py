@@ -8,7 +8,8 @@ from typing import Any, ClassVar
 import mujoco
 
 from ctrl_rl.robots.arm import load_arm
-from ctrl_rl.robots.physics import PhysicsProfile, set_physics
+from ctrl_rl.robots.physics import set_physics
+from ctrl_rl.tasks.task_kwargs import Range, TaskPhysics, check_ranges
 
 from .rewards import REACH_TERMS
 
@@ -25,8 +26,9 @@ def _tuples(value: Any) -> Any:
 
 
 @dataclass
-class ReachConfig:
-    """Reach an end-effector pose target (``task.kwargs.<name>=...``).
+class ReachConfig(TaskPhysics):
+    """Reach an end-effector pose target (``task.kwargs.<name>=...``; the physics settings are
+    :class:`~ctrl_rl.tasks.task_kwargs.TaskPhysics`'s).
 
     Success (the ``success_rate`` of ``ctrl-rl eval``): an episode succeeds when its end effector has been
     within ``success_distance`` (2 cm) and ``success_angle`` (0.1 rad) of the target for the last
@@ -43,15 +45,15 @@ class ReachConfig:
     """Episode time limit (s, truncation)."""
     target_resample_s: float = 2.0
     """A new target every this many seconds of an episode (0: one per episode)."""
-    workspace: tuple[tuple[float, float], tuple[float, float], tuple[float, float]] | None = None
+    workspace: tuple[Range, Range, Range] | None = None
     """Target positions, uniform in ``[[x_lo, x_hi], [y_lo, y_hi], [z_lo, z_hi]]`` (m, the arm's base frame);
     None: the arm YAML's ``workspace``."""
-    target_roll: tuple[float, float] = (-0.3, 0.3)
+    target_roll: Range = (-0.3, 0.3)
     """Target orientation: the end effector's at the default pose, turned by a roll in this range (rad, about
     its own x axis), then :attr:`target_pitch` about its y and :attr:`target_yaw` about its z axis."""
-    target_pitch: tuple[float, float] = (-0.3, 0.3)
+    target_pitch: Range = (-0.3, 0.3)
     """See :attr:`target_roll` (rad)."""
-    target_yaw: tuple[float, float] = (-0.5, 0.5)
+    target_yaw: Range = (-0.5, 0.5)
     """See :attr:`target_roll` (rad)."""
     init_joint_noise: float = 0.2
     """Reset arm joints: default pose + uniform noise of this half-width (rad), inside the joint range."""
@@ -75,34 +77,20 @@ class ReachConfig:
     """Multiplier of the per-term observation noise (joint positions 0.01 rad, velocities 0.5 rad/s)."""
     privileged_critic: bool = True
     """Give the critic the end effector's pose error (the simulator's; asymmetric actor-critic)."""
-    physics_dt: float = 0.005
-    """Physics step (s), replacing the MJCF's timestep (a different one is reported)."""
-    decimation: int = 4
-    """Physics steps per control step (5 ms physics -> 50 Hz control)."""
-    solver_iterations: int = 10
-    """Solver iterations per physics step at most (``<option iterations>``, replacing the MJCF's)."""
-    ls_iterations: int = 20
-    """Line-search iterations per solver iteration at most (``<option ls_iterations>``)."""
-    solver_tolerance: float = 1e-8
-    """The solver stops when the relative cost improvement is below this (``<option tolerance>``)."""
 
     def __post_init__(self) -> None:
-        for name in ("target_roll", "target_pitch", "target_yaw"):
-            lo, hi = getattr(self, name)
-            if lo > hi:
-                raise ValueError(f"task.kwargs.{name} must be [low, high] with low <= high, got {[lo, hi]}")
+        super().__post_init__()  # the physics settings
+        check_ranges(self)  # target_roll, target_pitch, target_yaw
         if self.workspace is not None and (len(self.workspace) != 3 or any(len(a) != 2 or a[0] > a[1]
                                                                            for a in self.workspace)):
             raise ValueError(f"task.kwargs.workspace must be [[x_lo, x_hi], [y_lo, y_hi], [z_lo, z_hi]] (m), got "
                              f"{self.workspace}")
         positive = ("episode_length_s", "success_distance", "success_angle", "position_std", "position_fine_std",
-                    "orientation_std", "clip_actions", "physics_dt")
+                    "orientation_std", "clip_actions")
         if any(not getattr(self, k) > 0 for k in positive) or self.target_resample_s < 0 or \
-                self.init_joint_noise < 0 or self.success_hold_steps < 1 or self.decimation < 1 or \
-                self.solver_iterations < 1 or self.ls_iterations < 1:
+                self.init_joint_noise < 0 or self.success_hold_steps < 1:
             raise ValueError(f"task.kwargs: {', '.join(positive)} must be > 0, target_resample_s and "
-                             "init_joint_noise >= 0, success_hold_steps, decimation, solver_iterations and "
-                             "ls_iterations >= 1")
+                             "init_joint_noise >= 0, success_hold_steps >= 1")
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> ReachConfig:
@@ -121,6 +109,5 @@ class ReachConfig:
 
     def apply_physics(self, model: mujoco.MjModel, robot: None) -> mujoco.MjModel:
         """The task's physics profile on ``model`` (``robots/physics.py``), as the arm YAML's ``physics`` says."""
-        set_physics(model, PhysicsProfile(self.physics_dt, self.decimation, self.solver_iterations,
-                                          self.ls_iterations, self.solver_tolerance), load_arm(self.arm))
+        set_physics(model, self.physics_profile(), load_arm(self.arm))
         return model
