@@ -107,3 +107,13 @@ def test_the_yam_loads_from_mjlabs_wheel_with_mjlabs_gains():
     np.testing.assert_allclose(pos, [0.2553, 0.0, 0.1918], atol=1e-3)
     assert build_arm_model(arm, visuals=True)[0].nmesh > 0  # rendering keeps them
 
+
+
+def test_an_arm_given_to_a_legged_task_is_named_as_an_arm(tmp_path):
+    """``robot=<an arm>`` on a velocity task: one line that says it is an arm and how arms run, not a list
+    of unknown keys."""
+    from ctrl_rl.robots.robot import load_robot
+
+    yaml_path = write_toy_arm(tmp_path)
+    with pytest.raises(ValueError, match=r"an arm's YAML .*task=reach task\.kwargs\.arm="):
+        load_robot(str(yaml_path))

@@ -120,6 +120,9 @@ class RobotConfig(RobotDescription):
     def from_yaml(cls, path: str | Path) -> RobotConfig:
         """Load and validate a robot config; errors name the key and the fix."""
         path, raw = cls.read_yaml(path)
+        if "arm_joints" in raw:  # an arm's YAML (robots/arm.py) given to a legged task
+            raise ValueError(f"{path}: an arm's YAML (arm_joints, ee_site), not a legged robot's; arms run with "
+                             f"task=reach task.kwargs.arm={raw.get('name', path.stem)} (docs/manipulation.md)")
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(raw) - known)
         if unknown:
