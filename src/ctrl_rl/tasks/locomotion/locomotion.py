@@ -27,6 +27,7 @@ from ctrl_rl.mirror import EnvMirror, SignedPerm, pair_points
 from ctrl_rl.robots.robot import RobotConfig, SensorLayout, build_model, joint_indices
 from ctrl_rl.robots.terms import TERM_MIRRORS, ObsTerm, compute_obs, heading_hold, projected_gravity, yaw_angle
 from ctrl_rl.tasks import register_task
+from ctrl_rl.tasks.rewards import weighted_sum
 
 from . import gait_rewards as gait
 from . import gait_signals
@@ -274,16 +275,10 @@ class VelocityTask:
         g = projected_gravity(s)
         terminated = self.failed(s, g)
         terms = self.reward_terms(s, g, terminated)
-        reward = torch.zeros(self.num_envs, device=self.device)
-        log = {}
         ramp = (self.recipe_steps / c.gait_terms_ramp_steps).clamp(max=1.0) if c.gait_terms_ramp_steps > 0 else 1.0
         self.recipe_steps += 1
-        for name in self.active_rewards:
-            r = terms[name] * (c.rewards[name] * self.step_dt)
-            if name in GAIT_RECIPE_TERMS:
-                r = r * ramp
-            reward += r
-            log[f"Reward/{name}"] = r.mean()
+        reward, log = weighted_sum(terms, c.rewards, self.active_rewards, self.step_dt, self.num_envs, self.device,
+                                   scales=dict.fromkeys(GAIT_RECIPE_TERMS, ramp))
         if c.only_positive_rewards:
             reward = reward.clamp(min=0.0)
         self.action_before = self.last_action

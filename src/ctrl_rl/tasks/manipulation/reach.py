@@ -22,6 +22,7 @@ from ctrl_rl.robots.arm import ArmRobot, arm_indices, build_arm_model, default_e
 from ctrl_rl.robots.robot import SensorLayout
 from ctrl_rl.robots.terms import ObsTerm, compute_obs, quat_angle, quat_mul
 from ctrl_rl.tasks import register_task
+from ctrl_rl.tasks.rewards import weighted_sum
 
 from .reach_config import ReachConfig
 from .rewards import held_steps, reach_terms
@@ -177,12 +178,7 @@ class ReachTask:
         self.held = held_steps(self.held, (distance < c.success_distance) & (angle < c.success_angle))
         terms = reach_terms(distance, angle, self._action, self.last_action, s["joint_vel"][:, :self.action_dim],
                             c.position_std, c.position_fine_std, c.orientation_std)
-        reward = torch.zeros(self.num_envs, device=self.device)
-        log = {}
-        for name in self.active_rewards:
-            r = terms[name] * (c.rewards[name] * self.step_dt)
-            reward += r
-            log[f"Reward/{name}"] = r.mean()
+        reward, log = weighted_sum(terms, c.rewards, self.active_rewards, self.step_dt, self.num_envs, self.device)
         self.metrics = {"position_error": distance, "orientation_error": angle}
         self.episode_metrics = {"success_rate": (self.held >= c.success_hold_steps).float()}
         log.update({f"Metrics/{k}": v.mean() for k, v in self.metrics.items()})
