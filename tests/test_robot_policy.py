@@ -13,6 +13,7 @@ from toy_robot import write_toy_robot
 from ctrl_rl.app.export import export
 from ctrl_rl.app.train import train
 from ctrl_rl.deploy.robot_policy import RobotPolicy, joint_index_map
+from ctrl_rl.robots.action_filter import lowpass_coefficients
 from ctrl_rl.robots.terms import ROBOT_SIGNALS
 from ctrl_rl.sims import make_env
 
@@ -78,11 +79,33 @@ def test_a_filtered_bundle_filters_as_training_did(tmp_path):
     reproduce(rp, TASK, steps=60, action_filter=0.5)
 
 
+def test_a_low_passed_bundle_filters_as_training_did(tmp_path):
+    """``task.kwargs.action_lowpass_hz``: the env runs the Butterworth recursion on the clipped actions, and
+    RobotPolicy, from the bundle's cutoff, turns the same actions into the same targets (checked against
+    the recursion written out by hand in :func:`reproduce`), through resets."""
+    rp = RobotPolicy(tiny_bundle(tmp_path, TASK, "task.kwargs.action_lowpass_hz=8"))
+    assert rp.lowpass == pytest.approx(lowpass_coefficients(8.0, rp.control_dt))
+    reproduce(rp, TASK, steps=60, action_lowpass_hz=8.0, episode_length_s=0.5)
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"action_lowpass_hz": 25.0}, r"action_lowpass_hz must be in \[0, 25\) Hz at a 50 Hz control rate"),
+    ({"action_lowpass_hz": -1.0}, r"action_lowpass_hz must be in \[0, 25\)"),
+    ({"action_lowpass_hz": 8.0, "action_filter": 0.5}, "two filters on the same actions; set one of them to 0"),
+])
+def test_a_low_pass_that_cannot_run_is_refused_when_the_config_is_built(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        make_env("mujoco", TASK, 1, **kwargs)
+
+
 def reproduce(rp: RobotPolicy, task: str, steps: int, **task_kwargs) -> int:
     """Drive ``rp`` and the env side by side from the env's signals; returns the episodes ended."""
     env = make_env("mujoco", task, 1, seed=3, **EXACT, **task_kwargs)
     f = task_kwargs.get("action_filter", 0.0)
+    hz = task_kwargs.get("action_lowpass_hz", 0.0)
     applied = torch.zeros(1, env.task.action_dim)  # the filter's state: the last applied action
+    inputs = [torch.zeros_like(applied)] * 2  # the low-pass's: the last two clipped actions and outputs
+    outputs = [torch.zeros_like(applied)] * 2
     robot_order = list(reversed(rp.joint_names))  # the robot's driver lists joints its own way
     to_policy = joint_index_map(rp.joint_names, robot_order)
     from_policy = np.argsort(to_policy)
@@ -98,7 +121,13 @@ def reproduce(rp: RobotPolicy, task: str, steps: int, **task_kwargs) -> int:
         targets = rp.targets(rp.policy(observed))
         actions = torch.as_tensor(rp.policy(obs["policy"][0].numpy()))[None]
         offsets = torch.zeros(1, len(rp.joint_names))  # the joints the policy does not move stay at default
-        applied = (1 - f) * actions.clamp(-10, 10) + f * applied
+        if hz:
+            b0, b1, b2, a1, a2 = lowpass_coefficients(hz, env.task.step_dt)
+            x = actions.clamp(-10, 10)
+            applied = b0 * x + b1 * inputs[0] + b2 * inputs[1] - a1 * outputs[0] - a2 * outputs[1]
+            inputs, outputs = [x, inputs[0]], [applied, outputs[0]]
+        else:
+            applied = (1 - f) * actions.clamp(-10, 10) + f * applied
         offsets[:, env.task.action_index] = applied
         expected = env.task.default_pose + env.task.action_scale * offsets
         np.testing.assert_allclose(targets, expected[0].numpy(), atol=1e-5)
@@ -106,6 +135,7 @@ def reproduce(rp: RobotPolicy, task: str, steps: int, **task_kwargs) -> int:
         if bool(terminated | truncated):
             rp.reset()
             applied = torch.zeros_like(applied)
+            inputs = outputs = [applied, applied]
             ended += 1
     env.close()
     return ended

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ctrl_rl.robots.action_filter import check_action_filters, check_lowpass, lowpass, lowpass_coefficients
 from ctrl_rl.robots.terms import (
     EXTERNAL_TERMS,
     ROBOT_SIGNALS,
@@ -88,11 +89,14 @@ class RobotPolicy:
         self.action_clip = None if clip is None else float(clip)
         self.action_filter = float(meta.get("action_filter", 0.0))  # bundles before it: no filter
         """Weight of the last applied action in the next (``task.kwargs.action_filter``), in [0, 1)."""
-        if not 0.0 <= self.action_filter < 1.0:
-            raise ValueError(f"bundle metadata: action_filter must be in [0, 1), got {meta.get('action_filter')!r}")
+        hz = float(meta.get("action_lowpass_hz", 0.0))  # bundles before it: no low-pass
+        check_action_filters(self.action_filter, hz, "bundle metadata")
         self.kp = np.asarray(meta["kp"], dtype=np.float64)
         self.kd = np.asarray(meta["kd"], dtype=np.float64)
         self.control_dt = float(meta["control_dt"])
+        check_lowpass(hz, self.control_dt, "bundle metadata: action_lowpass_hz")
+        self.lowpass = lowpass_coefficients(hz, self.control_dt) if hz > 0 else None
+        """``task.kwargs.action_lowpass_hz``'s filter (``robots/action_filter.py``); None: off."""
         acting = list(meta.get("action_joints", self.joint_names))  # bundles before it: every joint acts
         unknown = sorted(set(acting) - set(self.joint_names))
         if unknown or len(set(acting)) != len(acting) or not acting:
@@ -103,6 +107,9 @@ class RobotPolicy:
             raise ValueError(f"bundle: the network outputs {self.policy.action_dim} actions for {len(acting)} acting "
                              "joints (action_joints, or joint_names); re-export it with `ctrl-rl export <run>`")
         self.last_action = np.zeros(len(acting))
+        self.action_before = np.zeros(len(acting))  # the low-pass's state: its last two outputs and inputs
+        self.raw_action = np.zeros(len(acting))
+        self.raw_before = np.zeros(len(acting))
         period = meta.get("gait_period")
         self.gait_period = None if period is None else float(period)
         """Seconds per cycle of the gait clock (``gait_clock`` term); None: the policy has no clock."""
@@ -155,7 +162,8 @@ class RobotPolicy:
     def reset(self) -> None:
         """Start an episode as training did: the ``last_action`` term at zero, the history stacks
         filled with the next frame, a recurrent policy's state at zero."""
-        self.last_action[:] = 0.0
+        for state in (self.last_action, self.action_before, self.raw_action, self.raw_before):
+            state[:] = 0.0
         self.ticks = 0
         if self.history is not None:
             self.history.stacks = []
@@ -219,12 +227,16 @@ class RobotPolicy:
     def targets(self, actions: np.ndarray) -> np.ndarray:
         """Policy actions -> clipped, filtered as training did -> joint position targets; remembers the
         applied actions for ``last_action`` (the filter's state)."""
-        actions = np.asarray(actions, dtype=np.float64)
+        actions = np.array(actions, dtype=np.float64)  # a copy: it becomes the filters' state
         if self.action_clip is not None:
             actions = np.clip(actions, -self.action_clip, self.action_clip)
         if self.action_filter > 0:
             actions = (1.0 - self.action_filter) * actions + self.action_filter * self.last_action
-        self.last_action = actions
+        elif self.lowpass is not None:
+            raw = actions
+            actions = lowpass(raw, self.raw_action, self.raw_before, self.last_action, self.action_before, self.lowpass)
+            self.raw_before, self.raw_action = self.raw_action, raw
+        self.action_before, self.last_action = self.last_action, actions
         offsets = np.zeros(len(self.joint_names))
         offsets[self.action_index] = actions
         return self.default_pose + self.action_scale * offsets

@@ -24,6 +24,7 @@ import torch
 
 from ctrl_rl.env import SimulationError
 from ctrl_rl.mirror import EnvMirror, SignedPerm, pair_points
+from ctrl_rl.robots.action_filter import lowpass, lowpass_coefficients
 from ctrl_rl.robots.robot import RobotConfig, SensorLayout, build_model, joint_indices
 from ctrl_rl.robots.terms import TERM_MIRRORS, ObsTerm, compute_obs, heading_hold, projected_gravity, yaw_angle
 from ctrl_rl.tasks import register_task
@@ -121,6 +122,10 @@ class VelocityTask:
         """Rows whose heading target is set from the yaw at their next step (a new episode)."""
         self.last_action = zeros(n, self.action_dim)
         self.action_before = zeros(n, self.action_dim)  # the applied action two steps back (action_smoothness)
+        self.raw_action = zeros(n, self.action_dim)  # the clipped actions before the low-pass: its input state
+        self.raw_before = zeros(n, self.action_dim)
+        self.lowpass = lowpass_coefficients(cfg.action_lowpass_hz, self.step_dt) if cfg.action_lowpass_hz > 0 else None
+        """``task.kwargs.action_lowpass_hz``'s coefficients (``robots/action_filter.py``); None: off."""
         self.last_joint_vel = zeros(n, nj)
         self.air_time = zeros(n, f)
         self.last_contact = torch.zeros(n, f, dtype=torch.bool, device=device)
@@ -235,6 +240,8 @@ class VelocityTask:
         self.heading_fresh = self.heading_fresh | rows
         self.last_action.masked_fill_(r, 0.0)
         self.action_before.masked_fill_(r, 0.0)
+        self.raw_action.masked_fill_(r, 0.0)
+        self.raw_before.masked_fill_(r, 0.0)
         self.last_joint_vel.masked_fill_(r, 0.0)
         self.air_time.masked_fill_(r, 0.0)
         self.last_contact.masked_fill_(r, False)
@@ -257,6 +264,10 @@ class VelocityTask:
         actions = actions.clamp(-self.cfg.clip_actions, self.cfg.clip_actions)
         if self.cfg.action_filter > 0:  # last_action is the last applied (filtered) action, 0 after a reset
             actions = torch.lerp(actions, self.last_action, self.cfg.action_filter)
+        elif self.lowpass is not None:  # its output state is last_action and action_before
+            raw = actions
+            actions = lowpass(raw, self.raw_action, self.raw_before, self.last_action, self.action_before, self.lowpass)
+            self.raw_before, self.raw_action = self.raw_action, raw
         self.action_history = torch.cat([actions[:, None], self.action_history[:, :-1]], 1)
         applied = self.action_history[torch.arange(self.num_envs, device=self.device), self.delay]
         self._action = actions
@@ -422,6 +433,7 @@ class VelocityTask:
             "action_joints": [r.joint_names[i] for i in r.action_index],  # the policy's outputs, in order
             "action_clip": self.cfg.clip_actions,
             "action_filter": self.cfg.action_filter,
+            "action_lowpass_hz": self.cfg.action_lowpass_hz,
             "kp": list(r.kp), "kd": list(r.kd), "torque_limits": list(r.torque_limits),
             "joint_limits": self.joint_limits.tolist(),  # hard [lo, hi] per joint (rad), for the deploy watchdog
             "control_dt": self.step_dt, "decimation": self.decimation,
@@ -458,7 +470,8 @@ class VelocityTask:
         return EnvMirror(terms, parts["actions"])
 
     # -- state ------------------------------------------------------------------------------
-    _BUFFERS = ("commands", "last_action", "action_before", "last_joint_vel", "air_time", "last_contact", "delay",
+    _BUFFERS = ("commands", "last_action", "action_before", "raw_action", "raw_before", "last_joint_vel", "air_time",
+                "last_contact", "delay",
                 "action_history", "user_commands", "heading_target", "heading_fresh", "recipe_steps")
 
     _RANDOMIZED = ("geom_friction", "body_mass", "actuator_gainprm", "actuator_biasprm")
