@@ -1,5 +1,6 @@
 """The command line: help texts, and bad configs failing fast with one actionable line."""
 
+import os
 import subprocess
 import sys
 
@@ -285,3 +286,16 @@ def test_help_and_list_fit_100_columns_in_plain_text():
         if rest and len(key) <= 34 and not key.endswith(","):
             starts.add(len(line) - len(rest.lstrip()))
     assert len(starts) == 1, starts  # one description column
+
+
+def test_help_into_a_closed_pipe_stops_quietly():
+    """``ctrl-rl train --help | head -1``: the reader has closed the pipe (here before the first write);
+    the command stops with the shell's SIGPIPE status and no traceback."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        r = subprocess.run([sys.executable, "-m", "ctrl_rl", "train", "task=pendulum", "--help"], stdout=write_end,
+                           stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in r.stderr and r.returncode == 141, r.stderr

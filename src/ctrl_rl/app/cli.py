@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -196,7 +197,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        _main(sys.argv[1:] if argv is None else list(argv))
+    except BrokenPipeError:  # `ctrl-rl ... | head` closed our stdout: stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+        raise SystemExit(141) from None  # 128 + SIGPIPE, what a shell reports for `yes | head`
+
+
+def _main(argv: list[str]) -> None:
     if argv[:1] == ["deploy"]:  # robot side: no torch, no hydra (ctrl-rl[deploy] only)
         from ctrl_rl.deploy.commands import main as deploy_main  # start-up: the robot side, on its own
 
