@@ -76,7 +76,8 @@ def eta_seconds(durations: list[float], remaining: int, window: int = 10) -> flo
 
 
 class EpisodeStats:
-    """Accumulates finished-episode returns/lengths on the env's device (no per-step sync)."""
+    """Accumulates finished-episode returns/lengths, the per-step ``info["log"]`` terms and the
+    per-episode ``info["episode_metrics"]`` (a task's success) on the env's device (no per-step sync)."""
 
     def __init__(self, device: torch.device):
         self.device = device
@@ -87,10 +88,12 @@ class EpisodeStats:
         self.ret_sum, self.len_sum, self.count = z.clone(), z.clone(), z.clone()
         self.log_sums: dict[str, torch.Tensor] = {}
         self.log_steps = 0
+        self.metric_sums: dict[str, torch.Tensor] = {}
+        self.metric_counts: dict[str, torch.Tensor] = {}
 
     def add(self, terminated: torch.Tensor, truncated: torch.Tensor, info: dict[str, Any]) -> None:
+        done = terminated | truncated
         if "episode" in info:
-            done = terminated | truncated
             ep = info["episode"]
             self.ret_sum += torch.where(done, ep["return"], 0).sum()
             self.len_sum += torch.where(done, ep["length"], 0).sum()
@@ -99,6 +102,9 @@ class EpisodeStats:
             v = torch.as_tensor(v, device=self.device, dtype=torch.float64).mean()
             self.log_sums[k] = self.log_sums.get(k, 0.0) + v
         self.log_steps += 1 if info.get("log") else 0
+        for k, v in info.get("episode_metrics", {}).items():  # its value counts where an episode ended
+            self.metric_sums[k] = self.metric_sums.get(k, 0.0) + torch.where(done, v.double(), 0.0).sum()
+            self.metric_counts[k] = self.metric_counts.get(k, 0.0) + done.sum()
 
     def add_summary(self, mean_return: float, mean_length: float, count: int = 1) -> None:
         """Episodes measured elsewhere (an offline learner's evaluation), as their means."""
@@ -108,11 +114,18 @@ class EpisodeStats:
 
     def read(self) -> tuple[float | None, float | None, dict[str, float]]:
         """``(mean_return, mean_length, log_means)`` over every rank's envs; ``None`` when no
-        episode finished. One host read (and, under torchrun, one collective) per iteration."""
-        keys = sorted(self.log_sums)
-        local = torch.stack([self.ret_sum, self.len_sum, self.count, *(self.log_sums[k] for k in keys)]).tolist()
-        ret_sum, len_sum, count, log_steps, *log_sums = distributed.sum_floats([*local[:3], self.log_steps, *local[3:]])
-        logs = {k: v / max(1, log_steps) for k, v in zip(keys, log_sums, strict=True)}
+        episode finished. ``log_means`` holds each term's mean per step and each episode metric's mean
+        over the episodes that ended, as ``Metrics/<name>`` (Isaac Lab's section). One host read (and,
+        under torchrun, one collective) per iteration."""
+        keys, metrics = sorted(self.log_sums), sorted(self.metric_sums)
+        local = torch.stack([self.ret_sum, self.len_sum, self.count, *(self.log_sums[k] for k in keys),
+                             *(torch.as_tensor(self.metric_sums[k], dtype=torch.float64) for k in metrics),
+                             *(torch.as_tensor(self.metric_counts[k], dtype=torch.float64) for k in metrics)]).tolist()
+        ret_sum, len_sum, count, log_steps, *sums = distributed.sum_floats([*local[:3], self.log_steps, *local[3:]])
+        k, m = len(keys), len(metrics)
+        term_sums, metric_sums, ended = sums[:k], sums[k:k + m], sums[k + m:]
+        logs = {k: v / max(1, log_steps) for k, v in zip(keys, term_sums, strict=True)}
+        logs.update({f"Metrics/{k}": v / n for k, v, n in zip(metrics, metric_sums, ended, strict=True) if n > 0})
         if count == 0:
             return None, None, logs
         return ret_sum / count, len_sum / count, logs
@@ -212,6 +225,9 @@ class TrainLogger:
         line = (f"[{bar}] it {it}/{self.total_iterations} | {self.env_steps(it) / 1e6:7.2f}M steps | "
                 f"{fps / 1e3:7.1f}k steps/s | reward {reward} | ep len {length} | "
                 f"elapsed {format_duration(elapsed)} | ETA {'?' if eta is None else format_duration(eta)}")
+        for k, v in self.history[-1].items() if self.history else ():
+            if k.startswith("Metrics/"):  # a task's success: what a manipulation run is watched for
+                line += f" | {k[len('Metrics/'):]} {v:.2f}"
         if self.profile_text:
             line += f"\n    time: {self.profile_text}" if not self.tty else f" | {self.profile_text}"
         if self.tty:
