@@ -9,11 +9,11 @@ import torch
 
 from ctrl_rl.robots.terms import gait_clock
 from ctrl_rl.sims import make_env
+from ctrl_rl.tasks.locomotion.gait_clock import stance_schedule
 from ctrl_rl.tasks.locomotion.humanoid import (
     HUMANOID_REWARDS,
     HumanoidVelocityTaskConfig,
     single_stance_air_time,
-    stance_schedule,
     yaw_frame_velocity,
 )
 
@@ -74,8 +74,8 @@ def test_gait_clock_and_stance_schedule_by_hand() -> None:
                                              [math.sin(1.8 * math.pi), math.cos(1.8 * math.pi)]]), atol=1e-6, rtol=0)
     # left foot down for the first 55% of the period; the right half a period later (its phase + 0.5)
     # (double support around phase 0 and 0.5, where both legs' phases are below 0.55)
-    assert stance_schedule(phase, 0.55).tolist() == [[True, True], [True, False], [True, True],
-                                                      [False, True], [False, True]]
+    scheduled = stance_schedule(phase, torch.tensor([0.0, 0.5]), 0.55)
+    assert scheduled.tolist() == [[True, True], [True, False], [True, True], [False, True], [False, True]]
 
 
 def test_the_clock_runs_per_episode_and_rewards_follow_it() -> None:

@@ -64,6 +64,14 @@ def test_a_humanoid_bundle_runs_the_gait_clock_as_training_did(tmp_path):
     assert reproduce(rp, "humanoid_velocity_flat", steps=150, episode_length_s=1.0) >= 2
 
 
+def test_a_clocked_quadruped_bundle_runs_its_trot_clock_as_training_did(tmp_path):
+    """``task.kwargs.gait_period`` on a quadruped: the bundle carries the period and RobotPolicy's clock
+    restarts with each episode, tick for tick with the env's (0.5 s episodes: two restarts in 60 steps)."""
+    rp = RobotPolicy(tiny_bundle(tmp_path, TASK, "task.kwargs.gait_period=0.5"))
+    assert rp.gait_period == 0.5 and rp.terms[-1].name == "gait_clock"
+    assert reproduce(rp, TASK, steps=60, gait_period=0.5, episode_length_s=0.5) >= 2
+
+
 @pytest.mark.parametrize("value", [1.0, -0.1, float("nan")])
 def test_an_action_filter_outside_0_1_is_refused_when_the_config_is_built(tmp_path, value):
     with pytest.raises(ValueError, match=r"action_filter must be in \[0, 1\)"):
@@ -84,7 +92,7 @@ def test_a_low_passed_bundle_filters_as_training_did(tmp_path):
     RobotPolicy, from the bundle's cutoff, turns the same actions into the same targets (checked against
     the recursion written out by hand in :func:`reproduce`), through resets."""
     rp = RobotPolicy(tiny_bundle(tmp_path, TASK, "task.kwargs.action_lowpass_hz=8"))
-    assert rp.lowpass == pytest.approx(lowpass_coefficients(8.0, rp.control_dt))
+    assert rp.filter.coefficients == pytest.approx(lowpass_coefficients(8.0, rp.control_dt))
     reproduce(rp, TASK, steps=60, action_lowpass_hz=8.0, episode_length_s=0.5)
 
 

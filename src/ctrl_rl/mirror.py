@@ -117,6 +117,22 @@ class EnvMirror:
     terms: Mapping[str, Sequence[SignedPerm]]
     actions: SignedPerm
 
+    @classmethod
+    def of_terms(cls, obs_terms: Mapping[str, Sequence[Any]], specs: Mapping[str, Any],
+                 parts: Mapping[str, SignedPerm]) -> EnvMirror:
+        """Each observation term's map (its history frames included) from ``specs``: term name -> a name in
+        ``parts`` (``"joints"``) or a sign per element; the actions' is ``parts["actions"]``."""
+        terms: dict[str, list[SignedPerm]] = {}
+        for group, group_terms in obs_terms.items():
+            terms[group] = []
+            for t in group_terms:
+                spec = specs[t.name]
+                m = parts[spec] if isinstance(spec, str) else SignedPerm.signs(spec)
+                if m.dim != t.dim:
+                    raise ValueError(f"mirror of term {t.name!r} has {m.dim} elements, the term {t.dim}")
+                terms[group].append(m.tile(t.history))
+        return cls(terms, parts["actions"])
+
     def group(self, name: str) -> SignedPerm:
         if name not in self.terms:
             raise ValueError(f"the env declares no mirror for observation group {name!r}; it has {sorted(self.terms)}")

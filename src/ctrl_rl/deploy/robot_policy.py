@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ctrl_rl.robots.action_filter import check_action_filters, check_lowpass, lowpass, lowpass_coefficients
+from ctrl_rl.robots.action_filter import ActionFilter, check_action_filters, check_lowpass
 from ctrl_rl.robots.terms import (
     EXTERNAL_TERMS,
     ROBOT_SIGNALS,
@@ -95,8 +95,6 @@ class RobotPolicy:
         self.kd = np.asarray(meta["kd"], dtype=np.float64)
         self.control_dt = float(meta["control_dt"])
         check_lowpass(hz, self.control_dt, "bundle metadata: action_lowpass_hz")
-        self.lowpass = lowpass_coefficients(hz, self.control_dt) if hz > 0 else None
-        """``task.kwargs.action_lowpass_hz``'s filter (``robots/action_filter.py``); None: off."""
         acting = list(meta.get("action_joints", self.joint_names))  # bundles before it: every joint acts
         unknown = sorted(set(acting) - set(self.joint_names))
         if unknown or len(set(acting)) != len(acting) or not acting:
@@ -107,9 +105,9 @@ class RobotPolicy:
             raise ValueError(f"bundle: the network outputs {self.policy.action_dim} actions for {len(acting)} acting "
                              "joints (action_joints, or joint_names); re-export it with `ctrl-rl export <run>`")
         self.last_action = np.zeros(len(acting))
-        self.action_before = np.zeros(len(acting))  # the low-pass's state: its last two outputs and inputs
-        self.raw_action = np.zeros(len(acting))
-        self.raw_before = np.zeros(len(acting))
+        self.action_before = np.zeros(len(acting))  # the filters' output state: the last two applied actions
+        self.filter = ActionFilter(self.action_filter, hz, self.control_dt, lambda: np.zeros(len(acting)))
+        """The filter training ran (``robots/action_filter.py``), its input state from rest."""
         period = meta.get("gait_period")
         self.gait_period = None if period is None else float(period)
         """Seconds per cycle of the gait clock (``gait_clock`` term); None: the policy has no clock."""
@@ -162,8 +160,9 @@ class RobotPolicy:
     def reset(self) -> None:
         """Start an episode as training did: the ``last_action`` term at zero, the history stacks
         filled with the next frame, a recurrent policy's state at zero."""
-        for state in (self.last_action, self.action_before, self.raw_action, self.raw_before):
-            state[:] = 0.0
+        self.last_action[:] = 0.0
+        self.action_before[:] = 0.0
+        self.filter.reset()
         self.ticks = 0
         if self.history is not None:
             self.history.stacks = []
@@ -230,12 +229,7 @@ class RobotPolicy:
         actions = np.array(actions, dtype=np.float64)  # a copy: it becomes the filters' state
         if self.action_clip is not None:
             actions = np.clip(actions, -self.action_clip, self.action_clip)
-        if self.action_filter > 0:
-            actions = (1.0 - self.action_filter) * actions + self.action_filter * self.last_action
-        elif self.lowpass is not None:
-            raw = actions
-            actions = lowpass(raw, self.raw_action, self.raw_before, self.last_action, self.action_before, self.lowpass)
-            self.raw_before, self.raw_action = self.raw_action, raw
+        actions = self.filter(actions, self.last_action, self.action_before)
         self.action_before, self.last_action = self.last_action, actions
         offsets = np.zeros(len(self.joint_names))
         offsets[self.action_index] = actions

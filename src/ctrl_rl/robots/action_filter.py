@@ -20,7 +20,8 @@ Both start from rest (state zero) when an episode starts, on the env and on the 
 from __future__ import annotations
 
 import math
-from typing import TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -59,3 +60,39 @@ def check_action_filters(action_filter: float, lowpass_hz: float, key: str = "ta
     if action_filter > 0 and lowpass_hz > 0:
         raise ValueError(f"{key}: action_filter={action_filter} and action_lowpass_hz={lowpass_hz} are two "
                          "filters on the same actions; set one of them to 0")
+
+
+class ActionFilter:
+    """The configured filter (first order, low-pass, or none) with its input state, on a batch of actions:
+    torch tensors in the training env, numpy arrays on the deploy node, the same arithmetic on both. The
+    output state, the last two applied actions, is the caller's (the ``last_action`` term and the one
+    before it); the input state, the last two clipped actions, is kept here."""
+
+    def __init__(self, action_filter: float, lowpass_hz: float, control_dt: float, zeros: Callable[[], Any]):
+        self.weight = action_filter
+        """The first-order filter's weight of the last applied action (0: off)."""
+        self.coefficients = lowpass_coefficients(lowpass_hz, control_dt) if lowpass_hz > 0 else None
+        """The low-pass's ``(b0, b1, b2, a1, a2)``; None: off."""
+        self.inputs = [zeros(), zeros()]
+        """The last two clipped actions (the low-pass's input state)."""
+
+    def __call__(self, x: T, y1: T, y2: T) -> T:
+        """The action to apply for the clipped action ``x``, after the applied ``y1`` (last) and ``y2``."""
+        if self.weight > 0:
+            return (1.0 - self.weight) * x + self.weight * y1
+        if self.coefficients is None:
+            return x
+        y = lowpass(x, self.inputs[0], self.inputs[1], y1, y2, self.coefficients)
+        self.inputs = [x, self.inputs[0]]
+        return y
+
+    def reset(self, rows: Any = None) -> None:
+        """Back to rest: every row (numpy or torch), or the rows of the ``[N]`` bool tensor ``rows`` (no host
+        read: the env's step stays graph-safe)."""
+        if self.coefficients is None:
+            return  # the inputs are only the low-pass's state
+        for state in self.inputs:
+            if rows is None:
+                state[...] = 0.0
+            else:
+                state.masked_fill_(rows[:, None], 0.0)

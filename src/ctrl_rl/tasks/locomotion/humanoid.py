@@ -36,7 +36,6 @@ import mujoco
 import torch
 
 from ctrl_rl.robots.robot import RobotConfig
-from ctrl_rl.robots.terms import ObsTerm
 from ctrl_rl.tasks import register_task
 
 from .locomotion import DEFAULT_REWARDS, TRACKING_SIGMA, VelocityTask, VelocityTaskConfig
@@ -85,12 +84,10 @@ class HumanoidVelocityTaskConfig(VelocityTaskConfig):
     air_time_threshold: float = 0.4
     """``feet_air_time_biped`` caps each single-stance phase at this many seconds."""
     gait_period: float = 0.8
-    """Seconds per gait cycle of the clock the policy observes (0: no clock; then turn the
-    ``gait_contact`` and ``feet_swing_height`` rewards off and ``feet_air_time_biped`` on)."""
+    """unitree_rl_gym's G1 clock (``tasks/locomotion/gait_clock.py``): 0.8 s per cycle. 0: no clock; then
+    turn the ``gait_contact`` and ``feet_swing_height`` rewards off and ``feet_air_time_biped`` on."""
     stance_fraction: float = 0.55
     """Each foot's share of the period in stance (the left foot first, the right half a period later)."""
-    swing_height: float = 0.08
-    """``feet_swing_height`` target: a swing foot's sole this high above its standing height (m)."""
     heading_stiffness: float = 0.0
     """Heading hold (1/s); off for the humanoid, whose presets were trained and measured with a plain yaw-rate
     command (the quadruped's gait recipe, heading hold included, is not yet measured on a biped)."""
@@ -103,13 +100,6 @@ class HumanoidVelocityTaskConfig(VelocityTaskConfig):
         super().__post_init__()
         if self.min_base_height < 0 or self.air_time_threshold <= 0:
             raise ValueError("task.kwargs.min_base_height must be >= 0 and air_time_threshold > 0")
-        if self.gait_period < 0 or not 0.0 < self.stance_fraction < 1.0 or self.swing_height < 0:
-            raise ValueError("task.kwargs.gait_period must be >= 0 (0: no clock), stance_fraction in (0, 1) "
-                             "and swing_height >= 0")
-        clocked = [k for k in ("gait_contact", "feet_swing_height") if self.rewards.get(k, 0.0) != 0.0]
-        if self.gait_period == 0 and clocked:
-            raise ValueError(f"reward term(s) {clocked} follow the gait clock, which task.kwargs.gait_period=0 "
-                             "turns off; set their weights to 0 (task.kwargs.rewards.<term>=0)")
 
 
 def yaw_frame_velocity(quat: torch.Tensor, v_body: torch.Tensor) -> torch.Tensor:
@@ -137,18 +127,11 @@ def single_stance_air_time(contact: torch.Tensor, stance_time: torch.Tensor, swi
     return torch.where(single[:, None], in_mode, 0.0).min(-1).values.clamp(max=threshold)
 
 
-def stance_schedule(phase: torch.Tensor, stance_fraction: float) -> torch.Tensor:
-    """``[N, 2]`` bool: whether the clock wants the (left, right) foot down at gait ``phase`` ``[N, 1]``;
-    the right leg runs half a period behind the left."""
-    legs = torch.cat([phase, (phase + 0.5) % 1.0], -1)
-    return legs < stance_fraction
-
-
 class HumanoidVelocityTask(VelocityTask):
     """:class:`VelocityTask` with the biped rewards and terminations of the module docstring."""
 
     cfg: HumanoidVelocityTaskConfig
-    _BUFFERS = (*VelocityTask._BUFFERS, "stance_time", "swing_time", "gait_steps")
+    _BUFFERS = (*VelocityTask._BUFFERS, "stance_time", "swing_time")
 
     def __init__(self, cfg: VelocityTaskConfig, robot: RobotConfig, model: mujoco.MjModel,
                  *args: Any, **kwargs: Any) -> None:
@@ -156,11 +139,6 @@ class HumanoidVelocityTask(VelocityTask):
         n, f = self.num_envs, len(self.feet)
         self.stance_time = torch.zeros(n, f, device=self.device)
         self.swing_time = torch.zeros(n, f, device=self.device)
-        self.gait_steps = torch.zeros(n, dtype=torch.long, device=self.device)
-        """Control steps since each env's episode began: the gait clock."""
-        if cfg.gait_period > 0 and len(self.feet) != 2:
-            raise ValueError(f"the gait clock schedules two feet (left, right); robot {robot.name} has "
-                             f"{len(self.feet)} foot_geoms")
         self.deviation = {}
         for term, pattern in DEVIATION_JOINTS.items():
             idx = [i for i, j in enumerate(robot.joint_names) if re.fullmatch(pattern, j)]
@@ -170,30 +148,6 @@ class HumanoidVelocityTask(VelocityTask):
         super().reset_rows(rows, gen)
         self.stance_time.masked_fill_(rows[:, None], 0.0)
         self.swing_time.masked_fill_(rows[:, None], 0.0)
-        self.gait_steps.masked_fill_(rows, 0)
-
-    def extra_policy_terms(self) -> tuple[ObsTerm, ...]:
-        return (ObsTerm("gait_clock", 2),) if self.cfg.gait_period > 0 else ()
-
-    def extra_critic_terms(self) -> tuple[ObsTerm, ...]:
-        return self.extra_policy_terms()
-
-    def gait_phase(self) -> torch.Tensor:
-        """``[N, 1]`` phase in [0, 1) of each env's gait clock (zeros without a clock)."""
-        if self.cfg.gait_period <= 0:
-            return torch.zeros(self.num_envs, 1, device=self.device)
-        return ((self.gait_steps.double() * self.step_dt / self.cfg.gait_period) % 1.0).float()[:, None]
-
-    def signals(self, physics: Any) -> dict[str, torch.Tensor]:
-        s = super().signals(physics)
-        s["gait_phase"] = self.gait_phase()
-        return s
-
-    def deploy_metadata(self) -> dict[str, Any]:
-        meta = super().deploy_metadata()
-        if self.cfg.gait_period > 0:
-            meta["gait_period"] = self.cfg.gait_period
-        return meta
 
     def failed(self, s: dict[str, torch.Tensor], g: torch.Tensor) -> torch.Tensor:
         return super().failed(s, g) | (s["base_height"][:, 0] < self.cfg.min_base_height)
@@ -202,8 +156,6 @@ class HumanoidVelocityTask(VelocityTask):
                      terminated: torch.Tensor) -> dict[str, torch.Tensor]:
         terms = super().reward_terms(s, g, terminated)
         dt, contact = self.step_dt, s["_contact"]
-        self.gait_steps += 1  # the clock of the state just reached (the next observation's)
-        s["gait_phase"] = phase = self.gait_phase()
         self.stance_time = torch.where(contact, self.stance_time + dt, 0.0)
         self.swing_time = torch.where(contact, 0.0, self.swing_time + dt)
         moving = (self.commands[:, :2].norm(dim=-1) > 0.1).float()
@@ -211,10 +163,6 @@ class HumanoidVelocityTask(VelocityTask):
         terms["track_lin_vel_xy"] = torch.exp(-((self.commands[:, :2] - v[:, :2]) ** 2).sum(-1) / TRACKING_SIGMA)
         terms["feet_air_time_biped"] = single_stance_air_time(contact, self.stance_time, self.swing_time,
                                                               self.cfg.air_time_threshold) * moving
-        sd = s["_sensordata"]
-        terms["gait_contact"] = (stance_schedule(phase, self.cfg.stance_fraction) == contact).float().sum(-1)
-        lift = torch.stack([sd[:, self.layout[k]][:, 2] for k in self.foot_pos_sensors], -1) - self.foot_rest_height
-        terms["feet_swing_height"] = ((lift - self.cfg.swing_height) ** 2 * ~contact).sum(-1)
         dq = (s["joint_pos"] - self.default_pose).abs()
         for term, idx in self.deviation.items():
             terms[term] = dq[:, idx].sum(-1)

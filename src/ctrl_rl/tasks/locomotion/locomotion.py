@@ -24,7 +24,7 @@ import torch
 
 from ctrl_rl.env import SimulationError
 from ctrl_rl.mirror import EnvMirror, SignedPerm, pair_points
-from ctrl_rl.robots.action_filter import lowpass, lowpass_coefficients
+from ctrl_rl.robots.action_filter import ActionFilter
 from ctrl_rl.robots.robot import RobotConfig, SensorLayout, build_model, joint_indices
 from ctrl_rl.robots.terms import TERM_MIRRORS, ObsTerm, compute_obs, heading_hold, projected_gravity, yaw_angle
 from ctrl_rl.tasks import register_task
@@ -32,6 +32,7 @@ from ctrl_rl.tasks.rewards import weighted_sum
 
 from . import gait_rewards as gait
 from . import gait_signals
+from .gait_clock import clock_rewards, foot_phase_offsets, gait_phase
 from .standing import foot_rest_heights, pose_tolerance, settled_pose, standing_foot_points
 from .velocity_config import (
     DEFAULT_REWARDS,
@@ -83,6 +84,9 @@ class VelocityTask:
         self.foot_vel_sensors = [f"{g}_vel" for g in robot.foot_geoms]
         self.foot_pos_sensors = [f"{g}_pos" for g in robot.foot_geoms]
         self.foot_rest_height = torch.tensor(foot_rest_heights(model, robot), device=device)
+        self.foot_phase = torch.tensor(foot_phase_offsets(self.foot_points), dtype=torch.float32, device=device) \
+            if cfg.gait_period > 0 else None
+        """Each foot's lag behind the gait clock, in periods (``gait_clock.py``); None: no clock."""
         """A foot geom's centre height when it stands on flat ground (sphere: its radius; box: half height)."""
         self.pose_tolerance = torch.tensor(pose_tolerance(robot, cfg.pose_tolerance), device=device)
         self.torque_limits = torch.tensor(robot.torque_limits, device=device)
@@ -122,11 +126,12 @@ class VelocityTask:
         """Rows whose heading target is set from the yaw at their next step (a new episode)."""
         self.last_action = zeros(n, self.action_dim)
         self.action_before = zeros(n, self.action_dim)  # the applied action two steps back (action_smoothness)
-        self.raw_action = zeros(n, self.action_dim)  # the clipped actions before the low-pass: its input state
-        self.raw_before = zeros(n, self.action_dim)
-        self.lowpass = lowpass_coefficients(cfg.action_lowpass_hz, self.step_dt) if cfg.action_lowpass_hz > 0 else None
-        """``task.kwargs.action_lowpass_hz``'s coefficients (``robots/action_filter.py``); None: off."""
+        self.filter = ActionFilter(cfg.action_filter, cfg.action_lowpass_hz, self.step_dt,
+                                   lambda: zeros(n, self.action_dim))
+        """``task.kwargs.action_filter`` or ``action_lowpass_hz`` (``robots/action_filter.py``)."""
         self.last_joint_vel = zeros(n, nj)
+        self.gait_steps = torch.zeros(n, dtype=torch.long, device=device)
+        """Control steps since each env's episode began: the gait clock."""
         self.air_time = zeros(n, f)
         self.last_contact = torch.zeros(n, f, dtype=torch.bool, device=device)
         self.delay = torch.zeros(n, dtype=torch.long, device=device)
@@ -153,12 +158,12 @@ class VelocityTask:
         return type(self).build_model(self.cfg, self.robot, visuals=True)[0]
 
     def extra_policy_terms(self) -> tuple[ObsTerm, ...]:
-        """Terms a variant appends to the actor's observation (none here)."""
-        return ()
+        """Terms appended to the actor's observation: the gait clock's, when there is one."""
+        return (ObsTerm("gait_clock", 2),) if self.cfg.gait_period > 0 else ()
 
     def extra_critic_terms(self) -> tuple[ObsTerm, ...]:
-        """Privileged terms a variant appends to the critic's observation (none here)."""
-        return ()
+        """Privileged terms appended to the critic's observation (a variant adds its own): the gait clock's."""
+        return (ObsTerm("gait_clock", 2),) if self.cfg.gait_period > 0 else ()
 
     def begin_reset(self, physics: Any, rows: torch.Tensor, gen: torch.Generator) -> None:
         """Before ``rows`` are re-initialized (their final state is still in ``physics``): nothing
@@ -174,7 +179,10 @@ class VelocityTask:
         sd = physics.sensordata.to(torch.float32, copy=True)  # a snapshot: later writes (resets) leave it
         sensor = lambda name: sd[:, self.layout[name]]  # noqa: E731
         contact = torch.cat([sensor(f) for f in self.feet], -1) > 1.0
+        clock = {} if self.foot_phase is None else \
+            {"gait_phase": gait_phase(self.gait_steps, self.step_dt, self.cfg.gait_period)}
         return {
+            **clock,
             "imu_quat": sensor("imu_quat"),
             "imu_gyro": sensor("imu_gyro"),
             "joint_pos": torch.cat([sensor(j) for j in self.joint_pos_sensors], -1),
@@ -240,9 +248,9 @@ class VelocityTask:
         self.heading_fresh = self.heading_fresh | rows
         self.last_action.masked_fill_(r, 0.0)
         self.action_before.masked_fill_(r, 0.0)
-        self.raw_action.masked_fill_(r, 0.0)
-        self.raw_before.masked_fill_(r, 0.0)
+        self.filter.reset(rows)
         self.last_joint_vel.masked_fill_(r, 0.0)
+        self.gait_steps.masked_fill_(rows, 0)
         self.air_time.masked_fill_(r, 0.0)
         self.last_contact.masked_fill_(r, False)
         self.action_history.masked_fill_(rows[:, None, None], 0.0)
@@ -262,12 +270,7 @@ class VelocityTask:
         """Clip, low-pass filter, delay (per-env latency) and scale actions into PD position targets (the
         joints the policy does not move keep their default pose)."""
         actions = actions.clamp(-self.cfg.clip_actions, self.cfg.clip_actions)
-        if self.cfg.action_filter > 0:  # last_action is the last applied (filtered) action, 0 after a reset
-            actions = torch.lerp(actions, self.last_action, self.cfg.action_filter)
-        elif self.lowpass is not None:  # its output state is last_action and action_before
-            raw = actions
-            actions = lowpass(raw, self.raw_action, self.raw_before, self.last_action, self.action_before, self.lowpass)
-            self.raw_before, self.raw_action = self.raw_action, raw
+        actions = self.filter(actions, self.last_action, self.action_before)  # last_action: the last applied
         self.action_history = torch.cat([actions[:, None], self.action_history[:, :-1]], 1)
         applied = self.action_history[torch.arange(self.num_envs, device=self.device), self.delay]
         self._action = actions
@@ -371,12 +374,13 @@ class VelocityTask:
         return terms
 
     def gait_terms(self, s: dict[str, torch.Tensor], contact: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The recipe's posture, feet and effort terms (``tasks/locomotion/gait_rewards.py``), scaled by this robot."""
+        """The recipe's posture, feet and effort terms (``tasks/locomotion/gait_rewards.py``), scaled by this
+        robot, and the gait clock's (``gait_clock.py``), whose clock they advance."""
         sd, h0 = s["_sensordata"], self.robot.init_height
         foot_vel = torch.stack([sd[:, self.layout[k]][:, :2] for k in self.foot_vel_sensors], 1)
         lift = torch.stack([sd[:, self.layout[k]][:, 2] for k in self.foot_pos_sensors], -1) - self.foot_rest_height
         torques = s["_torques"]
-        return {
+        terms = {
             "joint_pose": gait.pose_deviation(s["joint_pos"], self.default_pose, self.pose_tolerance),
             "base_height_ratio": gait.height_ratio_error(s["base_height"][:, 0], h0),
             "feet_slide": gait.foot_slip(foot_vel, contact),
@@ -385,6 +389,12 @@ class VelocityTask:
             "power": gait.mechanical_power(torques, s["joint_vel"], self.mass, h0),
             "action_smoothness": gait.action_jerk(self._action, self.last_action, self.action_before),
         }
+        if self.foot_phase is not None:  # the clock of the state just reached (the next observation's)
+            self.gait_steps += 1
+            s["gait_phase"] = phase = gait_phase(self.gait_steps, self.step_dt, self.cfg.gait_period)
+            terms.update(clock_rewards(phase, self.foot_phase, self.cfg.stance_fraction, contact, lift,
+                                       self.cfg.swing_height))
+        return terms
 
     def perturb(self, physics: Any, episode_length: torch.Tensor, gen: torch.Generator) -> bool:
         """Random base velocity kicks every ``push_interval_s`` of an episode. Returns whether any
@@ -434,6 +444,7 @@ class VelocityTask:
             "action_clip": self.cfg.clip_actions,
             "action_filter": self.cfg.action_filter,
             "action_lowpass_hz": self.cfg.action_lowpass_hz,
+            **({"gait_period": self.cfg.gait_period} if self.cfg.gait_period > 0 else {}),
             "kp": list(r.kp), "kd": list(r.kd), "torque_limits": list(r.torque_limits),
             "joint_limits": self.joint_limits.tolist(),  # hard [lo, hi] per joint (rad), for the deploy watchdog
             "control_dt": self.step_dt, "decimation": self.decimation,
@@ -457,27 +468,17 @@ class VelocityTask:
     def mirror(self) -> EnvMirror:
         """Every observation term's mirror map (its history frames included) and the actions' (the
         joints' map on the joints the policy moves: actions are offsets from the symmetric default pose)."""
-        parts = self.mirror_parts()
-        terms: dict[str, list[SignedPerm]] = {}
-        for group, group_terms in self.obs_terms.items():
-            terms[group] = []
-            for t in group_terms:
-                spec = TERM_MIRRORS[t.name]
-                m = parts[spec] if isinstance(spec, str) else SignedPerm.signs(spec)
-                if m.dim != t.dim:
-                    raise ValueError(f"mirror of term {t.name!r} has {m.dim} elements, the term {t.dim}")
-                terms[group].append(m.tile(t.history))
-        return EnvMirror(terms, parts["actions"])
+        return EnvMirror.of_terms(self.obs_terms, TERM_MIRRORS, self.mirror_parts())
 
     # -- state ------------------------------------------------------------------------------
-    _BUFFERS = ("commands", "last_action", "action_before", "raw_action", "raw_before", "last_joint_vel", "air_time",
-                "last_contact", "delay",
-                "action_history", "user_commands", "heading_target", "heading_fresh", "recipe_steps")
+    _BUFFERS = ("commands", "last_action", "action_before", "last_joint_vel", "air_time", "last_contact", "delay",
+                "action_history", "user_commands", "heading_target", "heading_fresh", "recipe_steps", "gait_steps")
 
     _RANDOMIZED = ("geom_friction", "body_mass", "actuator_gainprm", "actuator_biasprm")
 
     def get_state(self, physics: Any) -> dict[str, Any]:
         state = {k: getattr(self, k).clone() for k in self._BUFFERS}
+        state["filter_inputs"] = [x.clone() for x in self.filter.inputs]
         state["model"] = {k: physics.model_field(k) for k in self._RANDOMIZED}
         return state
 
@@ -485,6 +486,8 @@ class VelocityTask:
         for k in self._BUFFERS:
             if k in state:  # a checkpoint from before the heading hold has no heading buffers: they start fresh
                 setattr(self, k, state[k].to(self.device).clone())
+        if "filter_inputs" in state:  # checkpoints from before the low-pass have none: it starts at rest
+            self.filter.inputs = [x.to(self.device).clone() for x in state["filter_inputs"]]
         for k, v in state["model"].items():
             physics.set_model_field(k, v)
 

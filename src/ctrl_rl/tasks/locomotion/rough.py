@@ -126,11 +126,12 @@ class RoughVelocityTask(VelocityTask):
         return ObsTerm("height_scan", sc.num_rays, scale=sc.scale, clip=sc.clip * sc.scale, noise=noise)
 
     def extra_policy_terms(self) -> tuple[ObsTerm, ...]:
-        return (self._scan_term(self.cfg.height_scan.noise * self.cfg.obs_noise),) if self.cfg.actor_height_scan \
+        scan = (self._scan_term(self.cfg.height_scan.noise * self.cfg.obs_noise),) if self.cfg.actor_height_scan \
             else ()
+        return super().extra_policy_terms() + scan
 
     def extra_critic_terms(self) -> tuple[ObsTerm, ...]:
-        return (self._scan_term(0.0),)
+        return super().extra_critic_terms() + (self._scan_term(0.0),)
 
     def mirror_parts(self) -> dict[str, SignedPerm]:
         grid = self.cfg.height_scan.grid()

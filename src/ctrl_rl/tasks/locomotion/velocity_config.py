@@ -20,6 +20,7 @@ DEFAULT_REWARDS = {
     "feet_air_time": 0.25, "joint_pos_limits": -10.0, "base_height": 0.0, "termination": 0.0,
     "track_lin_vel_xy_fine": 0.5, "joint_pose": -0.5, "base_height_ratio": -10.0, "feet_slide": -0.25,
     "feet_clearance": -0.25, "torque_limits": -2.0, "power": -0.01, "action_smoothness": 0.0,
+    "gait_contact": 0.0, "feet_swing_height": 0.0,
 }
 """legged_gym's Go1 weights, with Isaac Lab's flat-terrain orientation (-5) and air-time (0.25)
 weights (why: docs/experiments/quadruped_rewards.md), and the gait terms an owner judges a walk by
@@ -122,6 +123,14 @@ class VelocityTaskConfig:
     100 iterations of 24 steps. Early actions are random, the recipe's penalties then outweigh every
     positive term, and with ``only_positive_rewards`` a stiff robot (ctrl_quad) got no signal at all
     and learned to fall. A fresh env (``ctrl-rl eval``) starts the ramp again. 0: full weights at once."""
+    gait_period: float = 0.0
+    """Seconds per cycle of a gait clock the policy observes, with the ``gait_contact`` and
+    ``feet_swing_height`` terms following it (``tasks/locomotion/gait_clock.py``: a quadruped trots, a
+    biped alternates). 0: no clock (then those terms' weights must be 0)."""
+    stance_fraction: float = 0.5
+    """Each foot's share of the clock's period in stance."""
+    swing_height: float = 0.08
+    """``feet_swing_height`` target: a swinging foot this high above its standing height (m)."""
     settled_start_fraction: float = 0.0
     """Fraction of resets that start where the robot's own PD gains settle it at the default pose (2.5 s,
     a deploy node's stand-up and hold): a soft robot sags there (the Go1 to half its standing height),
@@ -162,6 +171,14 @@ class VelocityTaskConfig:
         if self.decimation < 1 or self.episode_length_s <= 0 or not self.physics_dt > 0:
             raise ValueError("task.kwargs.decimation must be >= 1, episode_length_s and physics_dt > 0")
         check_lowpass(self.action_lowpass_hz, self.physics_dt * self.decimation)
+        if self.gait_period < 0 or not 0.0 < self.stance_fraction < 1.0 or self.swing_height < 0:
+            raise ValueError("task.kwargs.gait_period must be >= 0 (0: no clock; e.g. 0.5), stance_fraction in "
+                             "(0, 1) and swing_height >= 0")
+        clocked = [k for k in ("gait_contact", "feet_swing_height") if self.rewards.get(k, 0.0) != 0.0]
+        if self.gait_period == 0 and clocked:
+            raise ValueError(f"reward term(s) {clocked} follow the gait clock, which task.kwargs.gait_period=0 "
+                             "turns off; set their weights to 0 (task.kwargs.rewards.<term>=0) or a period "
+                             "(e.g. task.kwargs.gait_period=0.5)")
         if self.solver_iterations < 1 or self.ls_iterations < 1 or not self.solver_tolerance >= 0:
             raise ValueError("task.kwargs.solver_iterations and ls_iterations must be >= 1 and solver_tolerance "
                              f">= 0 (e.g. 10, 20, 1e-8), got {self.solver_iterations}, {self.ls_iterations}, "
