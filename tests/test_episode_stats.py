@@ -36,3 +36,18 @@ def test_a_reach_run_logs_its_success_rate(tmp_path):
     with open(run / "metrics.csv") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 2 and all(0.0 <= float(r["Metrics/success_rate"]) <= 1.0 for r in rows), rows
+
+
+def test_the_progress_line_shows_episode_metrics_only(tmp_path, capsys):
+    """A manipulation run's progress line ends with its success rate; per-step logs (a velocity task's
+    ``Metrics/lin_vel_error``) stay in TensorBoard."""
+    from ctrl_rl.utils.logger import TrainLogger
+
+    stats = EpisodeStats(torch.device("cpu"))
+    done = torch.tensor([True, True])
+    stats.add(done, ~done, {"episode_metrics": {"success_rate": torch.tensor([1.0, 0.0])},
+                            "log": {"Metrics/lin_vel_error": torch.tensor(0.3)}})
+    logger = TrainLogger(None, total_iterations=1, steps_per_iteration=2)
+    logger.log_iteration(1, {}, stats, 0.1, 0.1)
+    line = capsys.readouterr().out.strip()
+    assert line.endswith("| success_rate 0.50") and "lin_vel_error" not in line, line

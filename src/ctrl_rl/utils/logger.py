@@ -156,6 +156,8 @@ class TrainLogger:
         self.last_reward: float | None = self.history[-1].get("mean_reward") if self.history else None
         self.last_length: float | None = self.history[-1].get("mean_episode_length") if self.history else None
         self.profile_text = ""
+        self.episode_metrics: list[str] = []
+        """The task's per-episode metrics (``Metrics/<name>``), shown on the progress line."""
         """The last iteration's time split (``profile=true``), shown with the progress line."""
         self.writer = None
         if log_dir is not None:
@@ -169,6 +171,7 @@ class TrainLogger:
         """``it`` counts completed iterations (1-based), matching ``model_<it>.pt``."""
         self.loss_watch.check(it, stats)
         mean_ret, mean_len, term_logs = episodes.read()
+        self.episode_metrics = sorted(f"Metrics/{k}" for k in episodes.metric_sums)
         if mean_ret is not None:
             self.last_reward, self.last_length = mean_ret, mean_len
         steps = self.steps_per_iteration if it > self.step_origin else 0
@@ -225,9 +228,9 @@ class TrainLogger:
         line = (f"[{bar}] it {it}/{self.total_iterations} | {self.env_steps(it) / 1e6:7.2f}M steps | "
                 f"{fps / 1e3:7.1f}k steps/s | reward {reward} | ep len {length} | "
                 f"elapsed {format_duration(elapsed)} | ETA {'?' if eta is None else format_duration(eta)}")
-        for k, v in self.history[-1].items() if self.history else ():
-            if k.startswith("Metrics/"):  # a task's success: what a manipulation run is watched for
-                line += f" | {k[len('Metrics/'):]} {v:.2f}"
+        for k in self.episode_metrics:  # a task's success: what a manipulation run is watched for
+            if k in self.history[-1]:
+                line += f" | {k[len('Metrics/'):]} {self.history[-1][k]:.2f}"
         if self.profile_text:
             line += f"\n    time: {self.profile_text}" if not self.tty else f" | {self.profile_text}"
         if self.tty:
