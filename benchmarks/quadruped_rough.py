@@ -46,12 +46,14 @@ def eval_overrides(kind: str, step_height: float, slope: float) -> list[str]:
 
 
 @torch.no_grad()
-def crossing(run: str, kind: str, episodes: int, step_height: float, slope: float, seed: int) -> dict[str, float]:
-    """Success rate of crossing ``kind`` (one episode per robot), mean forward velocity and falls."""
+def crossing(run: str, kind: str, episodes: int, step_height: float, slope: float, seed: int,
+             extra: tuple[str, ...] = ()) -> dict[str, float]:
+    """Success rate of crossing ``kind`` (one episode per robot), mean forward velocity and falls;
+    ``extra``: more evaluation overrides (``benchmarks/gpu_suite.py --tiny`` shortens the episode)."""
     from ctrl_rl.app.session import checked_env, load_policy, policy_fn
     from ctrl_rl.runners.episodes import episodes_ended
 
-    cfg, _, alg, state = load_policy(run, eval_overrides(kind, step_height, slope))
+    cfg, _, alg, state = load_policy(run, [*eval_overrides(kind, step_height, slope), *extra])
     env = checked_env(cfg, state, episodes, seed)
     policy = policy_fn(alg)
     task = env.task

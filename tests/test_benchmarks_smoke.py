@@ -247,28 +247,61 @@ def test_teacher_student_runs_tiny(tmp_path: Path) -> None:
 GPU_SCRIPT = SCRIPT.parent / "gpu_suite.py"
 
 
-@pytest.mark.skipif(bool(MISSING), reason=f"needs the bench extra: missing {', '.join(MISSING)}")
-def test_gpu_suite_runs_tiny_on_cpu(tmp_path: Path) -> None:
-    """``benchmarks/gpu_suite.py --tiny``: every section (pendulum PPO beside rsl_rl, MuJoCo Warp physics
-    and VecEnv rows, allocation against measured maxima, PPO on sim=mjwarp, train-then-evaluate with the
-    GPU preset) runs end to end at toy sizes on warp's CPU device; the last line is one RESULT."""
+def _gpu_suite(tmp_path: Path, *args: str) -> tuple[list[str], dict]:
+    """``benchmarks/gpu_suite.py --tiny --device cpu *args``: its stdout lines (the last one a ``RESULT``
+    of a run where no section failed) and the figures of its ``--json``."""
+    import json
+
     out = tmp_path / "suite.json"
     cmd = [sys.executable, str(GPU_SCRIPT), "--tiny", "--device", "cpu", "--log-root", str(tmp_path / "logs"),
-           "--json", str(out)]
+           "--json", str(out), *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = proc.stdout.strip().splitlines()
-    assert lines[-1].startswith("RESULT device=cpu ") and "failed=none" in lines[-1], proc.stdout
-    sections = {ln.split()[1] for ln in lines if ln.startswith("RESULT section=")}
-    assert sections == {f"section={s}" for s in ("torch", "physics", "alloc", "ppo", "walk")}, sections
-    import json
+    assert lines[-1].startswith("RESULT device=cpu ") and "failed=none" in lines[-1], proc.stdout[-3000:]
+    return lines, json.loads(out.read_text())
 
-    figures = json.loads(out.read_text())
-    for key in ("physics.quad_physics_sps_8", "physics.quad_vecenv_sps_8", "ppo.sps", "torch.rsl_rl_sps_64"):
+
+GPU_SECTIONS = ("torch", "physics", "alloc", "ppo", "walk", "rough", "humanoid", "newrobot")
+"""Every section but ``mjlab``, which needs mjlab's own environment (the test below)."""
+
+
+@pytest.mark.skipif(bool(MISSING), reason=f"needs the bench extra: missing {', '.join(MISSING)}")
+def test_gpu_suite_runs_tiny_on_cpu(tmp_path: Path) -> None:
+    """``benchmarks/gpu_suite.py --tiny``: every section (pendulum PPO beside rsl_rl, MuJoCo Warp physics
+    and VecEnv rows and options one by one, allocation against measured maxima, PPO on sim=mjwarp with its
+    per-stage split, train-then-evaluate with the GPU preset, rough terrain with the height scan and its
+    crossings, the humanoid with PPO and with FastSAC's settings, the gait recipe on ctrl_dog) runs end to
+    end at toy sizes on warp's CPU device; the last line is one RESULT."""
+    lines, figures = _gpu_suite(tmp_path, "--sections", *GPU_SECTIONS)
+    sections = {ln.split()[1] for ln in lines if ln.startswith("RESULT section=")}
+    assert sections == {f"section={s}" for s in GPU_SECTIONS}, sections
+    for key in ("physics.quad_physics_sps_8", "physics.quad_vecenv_sps_8", "physics.quad_physics_sps_it4",
+                "ppo.sps", "torch.rsl_rl_sps_64"):
         assert figures[key] > 0, (key, figures)
     assert figures["alloc.quad_contacts_max"] <= figures["alloc.quad_nconmax"]
     assert figures["alloc.quad_rows_max"] <= figures["alloc.quad_njmax"]
     assert math.isfinite(figures["walk.forward_velocity"]) and figures["walk.iterations"] == 2
+    assert {"ms_sim", "ms_inference", "ms_update"} <= {k.split(".")[1] for k in figures if k.startswith("ppo.ms_")}
+    assert 0 <= figures["rough.ctrl_quad_stairs_up_0.05"] <= 1 and figures["rough.ctrl_quad_terrain_level"] >= 0
+    assert figures["humanoid.seeds"] == 1 and figures["humanoid.sac_iterations"] == 2
+    assert figures["newrobot.passed"] in (0, 1) and math.isfinite(figures["newrobot.forward_velocity"])
+
+
+MJLAB_PYTHON = GPU_SCRIPT.parent.parent / ".venv-mjlab" / "bin" / "python"
+
+
+@pytest.mark.skipif(bool(MISSING) or not MJLAB_PYTHON.exists(),
+                    reason="needs the bench extra and .venv-mjlab (bash scripts/setup_mjlab_env.sh)")
+def test_gpu_suite_mjlab_section_runs_tiny_on_cpu(tmp_path: Path) -> None:
+    """``gpu_suite.py --sections mjlab --tiny``: ours on the Go1 in this process and mjlab's Go1 flat
+    velocity task in ``.venv-mjlab`` (its env stepped directly and through our adapter, our PPO on it,
+    train then evaluate at a fixed 0.5 m/s command without pushes), side by side in one RESULT line."""
+    _, figures = _gpu_suite(tmp_path, "--sections", "mjlab")
+    assert figures["mjlab.mjlab_available"] == 1, figures
+    for key in ("ours_sps_8", "mjlab_raw_sps_8", "mjlab_adapter_sps_8", "ours_ppo_sps", "mjlab_ppo_sps"):
+        assert figures[f"mjlab.{key}"] > 0, (key, figures)
+    assert figures["mjlab.mjlab_walk_iterations"] == 2 and math.isfinite(figures["mjlab.mjlab_walk_forward_velocity"])
 
 
 def run_benchmark(script: str, *args: str, timeout: float = 300, **kwargs) -> tuple[str, dict[str, str]]:

@@ -271,6 +271,16 @@ def test_limb_collisions_follow_the_option() -> None:
     assert on.nhfield == 1 and not any(on.geom_type[i] == mujoco.mjtGeom.mjGEOM_PLANE for i in range(on.ngeom))
 
 
+def test_limb_colliders_of_a_body_with_several_capsules_are_named_apart() -> None:
+    """The Go1's thigh holds more than one limb capsule: its colliders are numbered per body, not per
+    capsule (the rough task failed to build for the Go1 with "repeated name 'FR_thigh_collider_0'")."""
+    from ctrl_rl.tasks.locomotion.rough import RoughVelocityTask, RoughVelocityTaskConfig
+
+    model, _ = RoughVelocityTask.build_model(RoughVelocityTaskConfig.from_kwargs(**SMALL), load_robot("unitree_go1"))
+    names = [model.geom(i).name for i in range(model.ngeom) if "_collider_" in (model.geom(i).name or "")]
+    assert len(names) == len(set(names)) and sum(n.startswith("FR_thigh_collider_") for n in names) > 1
+
+
 @pytest.mark.slow
 def test_same_terrain_and_scan_on_mujoco_warp() -> None:
     """sim=mjwarp builds the same heightfield, its ray kernel scans what the CPU lookup reads, and a

@@ -346,6 +346,7 @@ def add_limb_colliders(spec: Any) -> int:
     for body in spec.bodies[1:]:
         feet = [(np.asarray(g.pos), float(g.size[0])) for g in body.geoms
                 if g.type == mujoco.mjtGeom.mjGEOM_SPHERE and g.contype != 0]
+        on_body = 0  # numbered per body: a body may hold several capsules (the Go1's thighs do)
         for geom in list(body.geoms):
             if geom.type != mujoco.mjtGeom.mjGEOM_CAPSULE or geom.contype != 0 or np.isnan(geom.fromto[0]):
                 continue
@@ -355,10 +356,11 @@ def add_limb_colliders(spec: Any) -> int:
             # keep clear of a foot sphere on the same body: its contact sensor must see the foot alone
             centres = [c for c in centres
                        if all(np.linalg.norm(c - p) >= fr + 2 * r + FOOT_ZONE_MARGIN for p, fr in feet)]
-            for k, centre in enumerate(centres):
-                body.add_geom(name=f"{body.name}_collider_{k}", type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[r, 0, 0],
-                              pos=centre.tolist(), contype=1, conaffinity=0, condim=3,
+            for centre in centres:
+                body.add_geom(name=f"{body.name}_collider_{on_body}", type=mujoco.mjtGeom.mjGEOM_SPHERE,
+                              size=[r, 0, 0], pos=centre.tolist(), contype=1, conaffinity=0, condim=3,
                               group=LIMB_COLLIDER_GROUP, mass=0.0, density=0.0, friction=list(geom.friction))
+                on_body += 1
                 added += 1
     return added
 
