@@ -56,3 +56,14 @@ def crafted_bundle(src: str | Path, dst: str | Path, factor: float) -> str:
     graph.node.append(helper.make_node("Mul", [scaled, "fuzz_factor"], [out.name]))
     onnx.save(model, str(dst))
     return str(dst)
+
+
+def arm_bundle(root: Path) -> str:
+    """i2rt's YAM on the reach task (mjlab's wheel) after 1 iteration of 16 envs x 8 steps, exported: an arm
+    bundle (its kinematic chain, the workspace box, the gripper among its joints)."""
+    from ctrl_rl.app.export import export
+    from ctrl_rl.app.train import train
+
+    run = train(["task=reach", "env.num_envs=16", "algo.num_steps_per_env=8", "runner.max_iterations=1",
+                 "runner.progress=false", f"runner.log_root={root}"])
+    return str(export(str(run), []))

@@ -21,6 +21,11 @@ Over ``unitree`` the peer plays the robot's side of Unitree's protocol (``LowSta
 ``transports/unitree.py``), every case runs with ``position_gains`` (LowCmd carries kp and kd), the cases
 about a JointState's own structure (:data:`NOT_ON_UNITREE`) do not exist there, and two more do: a
 LowState with a wrong CRC and one whose tick stops advancing.
+
+An arm bundle in ``BUNDLE_DIR/policy.onnx`` (with its own crafted bundles) runs the cases an arm's node can
+meet plus its own (tests/deploy_fuzz_arm.py); the peer then also publishes an end-effector pose target with
+each state and checks that no target but the pose it reported puts the end effector outside the node's
+workspace box (docs/deploy.md, "Arms").
 """
 
 from __future__ import annotations
@@ -42,9 +47,11 @@ import numpy as np
 
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 from ctrl_rl.deploy import messages as m  # noqa: E402
+from ctrl_rl.deploy.arm_node import ArmSide, is_arm_bundle  # noqa: E402
 from ctrl_rl.deploy.height_map import HeightMapSpec  # noqa: E402
 from ctrl_rl.deploy.node_params import TopicQos  # noqa: E402
 from ctrl_rl.deploy.runtime import OnnxPolicy  # noqa: E402
+from ctrl_rl.deploy.safety import SafetyConfig  # noqa: E402
 from ctrl_rl.deploy.transports import make_transport  # noqa: E402
 from ctrl_rl.deploy.transports.unitree import LOWSTATE  # noqa: E402
 from ctrl_rl.deploy.unitree_msgs import family_for  # noqa: E402
@@ -97,6 +104,16 @@ class Robot:
         self.pub_map = None if self.scan is None else self.t.publisher("height_map", m.Float64MultiArray)
         self.map_sample: Callable[[], m.Float64MultiArray] | None = None if self.scan is None else self.flat_map
         """What the robot's terrain perception publishes with each state (None: nothing)."""
+        self.arm = ArmSide(meta, self.names, np.asarray(meta["default_pose"], dtype=np.float64),
+                           SafetyConfig().workspace_margin) if is_arm_bundle(meta) else None
+        """An arm bundle's workspace box and forward kinematics: every stiff command's end effector is checked."""
+        self.to_policy_order = np.array([self.order.index(j) for j in self.names])
+        self.pub_pose = None if self.arm is None else self.t.publisher("pose_command", m.Float64MultiArray)
+        self.pose_sample: Callable[[], m.Float64MultiArray] | None = None if self.arm is None else \
+            (lambda: m.Float64MultiArray(self.arm.default_target.copy(), []))
+        """What the arm's operator publishes as its end-effector target with each state (None: nothing)."""
+        self.sent_pose = self.pose.copy()
+        """The joint positions of the last JointState sent (driver order): a command may hold them."""
         self.first_valid_state: float | None = None
         self.operator = True
         """Send start messages while the node is passive and the state is valid (module docstring)."""
@@ -135,11 +152,13 @@ class Robot:
                 js, imu = self.sample()
                 if self.sample_valid and self.first_valid_state is None:
                     self.first_valid_state = time.monotonic()
+                if len(js.position) == len(self.order):
+                    self.sent_pose = np.asarray(js.position, dtype=np.float64).copy()
                 self.pub_js(js)
                 self.pub_imu(imu)
-                make_map = self.map_sample
-                if make_map is not None:
-                    self.pub_map(make_map())
+                for publish, make in ((self.pub_map, self.map_sample), (self.pub_pose, self.pose_sample)):
+                    if make is not None:
+                        publish(make())
                 now = time.monotonic()
                 if self.operator and self.sample_valid and self.status.get("mode") == "passive" and now >= next_start:
                     self.pub_start(m.Bool(True))
@@ -168,6 +187,7 @@ class Robot:
             lo, hi = self.limits[:, 0] - 1e-9, self.limits[:, 1] + 1e-9
             if np.any((q < lo) | (q > hi)):
                 problems.append(f"target beyond the joint limits: {q.round(3).tolist()}")
+            problems += self._workspace_problems(q)
             if self.command_format == "position_gains":
                 kp, kd = d[n:2 * n], d[2 * n:]
                 if np.any(kp < 0) or np.any(kd < 0) or not np.all((kp == 0) | np.isclose(kp, self.kp)):
@@ -177,6 +197,14 @@ class Robot:
             self.unsafe += problems
             if self.received is not None:
                 self.received.append((t, d))
+
+    def _workspace_problems(self, q: np.ndarray) -> list[str]:
+        """An arm's target (driver order) whose end effector is outside the node's workspace box, unless it
+        holds the pose the robot last reported (passive, damping)."""
+        if self.arm is None or not np.all(np.isfinite(q)) or np.allclose(q, self.sent_pose, atol=1e-6):
+            return []
+        ee = self.arm.chain.ee_pose(q[self.to_policy_order])[0]
+        return [] if self.arm.box.contains(ee) else [f"end effector target outside the workspace box: {ee.round(3)}"]
 
     def _on_status(self, msg: m.String) -> None:
         self.status = json.loads(msg.data)
@@ -543,7 +571,7 @@ def run_case(case: Case, bundle_dir: Path, transport: str, index: int, family: s
             crashed, result = True, f"node exited {node.returncode}"
         status = robot.status
         named = " ".join(str(status.get(k) or "") for k in ("fault", "waiting", "last_rejection",
-                                                             "velocity_source", "last_clamp"))
+                                                             "velocity_source", "last_clamp", "last_workspace_hold"))
         if case.expect and not re.search(case.expect, named):
             result = f"status does not name '{case.expect}': {named!r}"
         if case.expect_no_commands and robot.commands:
@@ -573,6 +601,10 @@ def main() -> None:
     ap.add_argument("--unitree-family", default="", help="--transport unitree: go or hg (default: from the robot)")
     args = ap.parse_args()
     all_cases = cases(OnnxPolicy(args.bundle_dir / (args.bundle or "policy.onnx")).metadata)
+    if is_arm_bundle(OnnxPolicy(args.bundle_dir / "policy.onnx").metadata):
+        from deploy_fuzz_arm import NOT_ON_ARM, arm_cases  # it imports this module's machinery
+
+        all_cases = [c for c in all_cases if c.name not in NOT_ON_ARM and c.bundle != "scan.onnx"] + arm_cases()
     if args.transport == "unitree":
         all_cases = [c for c in all_cases if c.name not in NOT_ON_UNITREE] + unitree_cases()
         args.command_format = "position_gains"

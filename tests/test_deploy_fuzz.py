@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from bundles import crafted_bundle, humanoid_bundle, quadruped_bundle, scan_bundle
+from bundles import arm_bundle, crafted_bundle, humanoid_bundle, quadruped_bundle, scan_bundle
 
 HERE = Path(__file__).parent
 ROS_PY = HERE.parent / ".venv-ros" / "bin" / "python"
@@ -24,6 +24,9 @@ UNITREE_CASES = MIN_CASES - 8 + 2
 """Over Unitree's protocol: the 8 JointState-structure cases do not exist, 2 LowState ones do."""
 UNITREE_HG_CASES = UNITREE_CASES - 10
 """On the humanoid bundle alone: without the 10 cases of the crafted and scan bundles."""
+ARM_CASES = MIN_CASES - 6 - 6 + 6
+"""An arm bundle: without the 6 scan-bundle cases and the 6 about an IMU or a velocity command (NOT_ON_ARM),
+with 6 of its own (deploy_fuzz.arm_cases: the pose command, the workspace box)."""
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +40,17 @@ def bundle_dir(tmp_path_factory) -> Path:
     for name, factor in (("nan", float("nan")), ("inf", float("inf")), ("huge", 1e6)):
         crafted_bundle(src, d / f"{name}.onnx", factor)
     shutil.copy(humanoid_bundle(d / "humanoid_runs"), d / "humanoid.onnx")
+    return d
+
+
+@pytest.fixture(scope="module")
+def arm_bundle_dir(tmp_path_factory) -> Path:
+    """An exported reach bundle of i2rt's YAM and the same policy with its output times NaN, inf and 1e6."""
+    d = tmp_path_factory.mktemp("fuzz_arm_bundles")
+    src = arm_bundle(d / "runs")
+    shutil.copy(src, d / "policy.onnx")
+    for name, factor in (("nan", float("nan")), ("inf", float("inf")), ("huge", 1e6)):
+        crafted_bundle(src, d / f"{name}.onnx", factor)
     return d
 
 
@@ -83,6 +97,22 @@ def test_fuzz_over_rclpy(bundle_dir):
     out, result = run_fuzz(ROS_PY, bundle_dir, "rclpy", ROS_AUTOMATIC_DISCOVERY_RANGE="SUBNET",
                            ROS_DOMAIN_ID=str(1 + os.getpid() % 100))
     check(out, result, MIN_CASES)
+
+
+@pytest.mark.slow
+def test_fuzz_an_arm_bundle_over_dds(arm_bundle_dir):
+    """The arm's node under the same fuzzing, plus its pose command and workspace box: the peer also checks
+    that no target other than the reported pose puts the end effector outside the box."""
+    out, result = run_fuzz(sys.executable, arm_bundle_dir, "dds")
+    check(out, result, ARM_CASES)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not ROS_PY.exists(), reason="no .venv-ros: `bash scripts/setup_ros_env.sh` (scripts/test.sh does)")
+def test_fuzz_an_arm_bundle_over_rclpy(arm_bundle_dir):
+    out, result = run_fuzz(ROS_PY, arm_bundle_dir, "rclpy", ROS_AUTOMATIC_DISCOVERY_RANGE="SUBNET",
+                           ROS_DOMAIN_ID=str(1 + (os.getpid() + 7) % 100))
+    check(out, result, ARM_CASES)
 
 
 @pytest.mark.parametrize("command_format", ["position", "position_gains"])

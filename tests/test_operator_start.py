@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from bundles import quadruped_bundle
+from bundles import arm_bundle, quadruped_bundle
 
 from ctrl_rl.deploy.safety import SafetyConfig
 
@@ -33,6 +33,11 @@ assert PASSIVE_KD == 0.0
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory) -> str:
     return quadruped_bundle(tmp_path_factory.mktemp("runs"))
+
+
+@pytest.fixture(scope="module")
+def arm(tmp_path_factory) -> str:
+    return arm_bundle(tmp_path_factory.mktemp("arm_runs"))
 
 
 def operator_start(bundle: str, transport: str, command_format: str) -> dict:
@@ -55,7 +60,20 @@ def operator_start(bundle: str, transport: str, command_format: str) -> dict:
     pytest.param("rclpy", "position", marks=needs_ros),
 ])
 def test_default_node_sends_nothing_stiff_before_an_operators_start(bundle, transport, command_format):
-    r = operator_start(bundle, transport, command_format)
+    check_operator_start(operator_start(bundle, transport, command_format), transport, command_format)
+
+
+@pytest.mark.parametrize("transport, command_format", [
+    ("dds", "position_gains"),
+    pytest.param("rclpy", "position", marks=needs_ros),
+])
+def test_an_arms_node_sends_nothing_stiff_before_an_operators_start(arm, transport, command_format):
+    """The same for an arm bundle (i2rt's YAM: arm joints and gripper), whose node reads no IMU."""
+    check_operator_start(operator_start(arm, transport, command_format), transport, command_format)
+
+
+def check_operator_start(r: dict, transport: str, command_format: str) -> None:
+    """Zero gains at the measured pose before the start, the stand-up's gains after it, SIGTERM a stop."""
     before, after = r["before"], r["after"]
     assert r["pose_from_default"] > 0.1  # the stand-up has somewhere to go: a stiff command would show
     # before the start: the node read the state and published, all of it damping at the measured pose

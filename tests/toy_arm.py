@@ -66,7 +66,7 @@ action_scale: 0.5
 collide: [finger_a]
 workspace: [[0.15, 0.25], [-0.1, 0.1], [0.03, 0.12]]
 """
-"""At the default pose the tip is at (0.183, 0, -0.031) m from the mount, pointing 1.5 rad below the horizon."""
+"""At the default pose the tip is at (0.258, 0, 0.048) m from the mount, its frame pitched 0.7 rad."""
 
 REACH_KWARGS = {"target_roll": (0.0, 0.0), "target_pitch": (0.0, 0.0), "target_yaw": (0.0, 0.0),
                 "success_angle": 3.2, "rewards": {"orientation_error": 0.0, "orientation_tracking": 0.0}}

@@ -34,8 +34,10 @@ EPILOG = """examples:
 COLLECT_HELP = """Roll policies in parallel envs and write an offline dataset: D4RL-layout HDF5 or Minari.
 
 Levels as in D4RL. medium-replay approximates a run's replay buffer up to that checkpoint by its
-saved checkpoints, each collecting an equal share of the steps. Provenance (task, level, policy
-per segment, noise, seed) is stored with the data.
+saved checkpoints, each collecting an equal share of the steps. scripted = the task's scripted
+expert (arm tasks: inverse kinematics; lift: a grasp state machine); --episodes N collects whole
+episodes, --successful-only keeps those the task scores a success. Provenance (task, level, policy
+per segment, noise, seed; episodes tried, succeeded and kept) is stored with the data.
 
 examples:
   ctrl-rl collect latest --output expert.hdf5 --level expert --noise 0.1
@@ -44,6 +46,7 @@ examples:
   ctrl-rl collect logs/ppo/pendulum/<run> --level medium-replay --output replay.hdf5
   ctrl-rl collect --mix random=0.3,expert:latest=0.7 --output mixed.hdf5
   ctrl-rl collect <run>/exported/policy.onnx --output bundle.hdf5   # the task comes from the bundle
+  ctrl-rl collect scripted task=lift --episodes 50 --noise 0.05 --successful-only --output lift.hdf5
 """
 
 
@@ -94,7 +97,8 @@ def cmd_collect(args: argparse.Namespace, overrides: list[str]) -> None:
     if args.policy and "=" in args.policy and not Path(args.policy).exists():  # `collect task=X --level random`
         overrides, args.policy = [args.policy, *overrides], None
     collect(args.policy, overrides, args.output, steps=args.steps, envs=args.envs, noise=args.noise,
-            seed=args.seed, level=args.level, mix=args.mix, fmt=args.format)
+            seed=args.seed, level=args.level, mix=args.mix, fmt=args.format, episodes=args.episodes,
+            successful_only=args.successful_only)
 
 
 def cmd_fetch_robots(args: argparse.Namespace, overrides: list[str]) -> None:
@@ -163,12 +167,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("collect", help="roll policies and write an offline dataset (D4RL HDF5 or Minari)",
                        description=COLLECT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("policy", nargs="?", default=None,
-                   help="'latest', a run directory, a model_<it>.pt, an exported policy.onnx, or 'random'")
+                   help="'latest', a run directory, a model_<it>.pt, an exported policy.onnx, 'random', or "
+                        "'scripted' (the task's scripted expert: reach, lift)")
     p.add_argument("--output", required=True,
                    help="a .hdf5/.h5 file, or minari:<namespace>/<name>-vN (written under $MINARI_DATASETS_PATH, "
                         "default ~/.minari/datasets)")
     p.add_argument("--format", choices=("hdf5", "minari"), default=None, help="default: from --output's name")
-    p.add_argument("--level", choices=("random", "medium", "expert", "medium-replay", "mixed"), default=None,
+    p.add_argument("--level", choices=("random", "medium", "expert", "medium-replay", "mixed", "scripted"),
+                   default=None,
                    help="D4RL level: random = uniform actions (no policy; task=...), medium/expert = the given "
                         "policy (you choose which checkpoint is which), medium-replay = every model_*.pt of the "
                         "policy's run in order, an equal share of steps each, mixed = --mix")
@@ -180,6 +186,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--noise", type=float, default=0.0,
                    help="std of Gaussian noise added to the policies' actions (not to random ones)")
     p.add_argument("--seed", type=int, default=0, help="env and noise seed (segment i uses seed + i)")
+    p.add_argument("--episodes", type=int, default=None,
+                   help="collect whole episodes of one source until this many are kept (instead of --steps)")
+    p.add_argument("--successful-only", action="store_true",
+                   help="with --episodes: keep only the episodes the task scores a success (success_rate)")
     p.set_defaults(func=cmd_collect)
 
     sub.add_parser("deploy", help="run the deploy node or sim2sim (`ctrl-rl deploy --help`)", add_help=False)

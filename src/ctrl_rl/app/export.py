@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -11,10 +14,15 @@ import ctrl_rl
 from ctrl_rl.app.configure import config_hash
 from ctrl_rl.app.session import checked_env, load_policy, policy_fn
 from ctrl_rl.config import TrainConfig
+from ctrl_rl.deploy.arm_kinematics import chain_from_model
+from ctrl_rl.deploy.arm_node import is_arm_bundle
+from ctrl_rl.deploy.commands import bundle_robot
 from ctrl_rl.export.onnx_policy import export_onnx
 from ctrl_rl.nets.actor_critic import concat_groups
 from ctrl_rl.nets.chunk import ChunkExecutor
 from ctrl_rl.nets.memory import StatefulPolicy
+from ctrl_rl.robots.arm import build_arm_model, load_arm
+from ctrl_rl.robots.packages import SCHEME
 from ctrl_rl.runners.episodes import episodes_ended
 
 
@@ -25,6 +33,21 @@ def _check_exportable(policy: torch.nn.Module, cfg: TrainConfig) -> None:
             raise ValueError(f"the base plays {m.execute} actions of each {m.chunk_size}-action chunk, which "
                              "needs state the graph does not keep; export the replan-every-step policy with "
                              "algo.base_execute=1")
+
+
+def arm_bundle_metadata(meta: dict[str, Any], bundle: Path) -> dict[str, Any]:
+    """An arm bundle's metadata beyond its task's: the kinematic chain from the arm's base to its end-effector
+    site, read off the training model (the deploy node's forward kinematics, ``deploy/arm_kinematics.py``),
+    and ``arm_config`` with its MJCF kept as a ``pkg:`` reference or made relative to ``bundle``'s folder (a
+    run that moves together with its MJCF still runs in sim2sim)."""
+    config = dict(meta["arm_config"])
+    with tempfile.TemporaryDirectory(prefix="ctrl_rl_export_") as tmp:
+        arm = load_arm(bundle_robot({"arm_config": config}, Path(tmp)))
+    model, _ = build_arm_model(arm)
+    if not config["mjcf"].startswith(SCHEME):
+        config["mjcf"] = os.path.relpath(arm.mjcf_path(), Path(bundle).resolve().parent)
+    return {"arm_config": config,
+            "kinematic_chain": chain_from_model(model, arm.base_body, arm.ee_site, list(arm.joint_names))}
 
 
 def export(spec: str, overrides: list[str], output: str | None = None) -> Path:
@@ -55,6 +78,8 @@ def export(spec: str, overrides: list[str], output: str | None = None) -> Path:
         "step_dt": env.step_dt,
         **env.deploy_metadata(),  # robot tasks: obs terms, joint order, default pose, gains, action clip
     }
+    if is_arm_bundle(metadata):  # the node's forward kinematics; the arm's MJCF as a movable reference
+        metadata.update(arm_bundle_metadata(metadata, out))
     bounds = env.action_bounds
     if bounds is None and metadata.get("action_clip") is not None:  # the task's own clip, in the graph
         bounds = (-float(metadata["action_clip"]), float(metadata["action_clip"]))

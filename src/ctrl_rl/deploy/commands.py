@@ -23,6 +23,7 @@ from ctrl_rl.utils.extras import missing
 from ctrl_rl.utils.files import atomic_write
 from ctrl_rl.utils.interrupts import GracefulStop
 
+from .arm_node import is_arm_bundle
 from .gait_files import sim2sim_report
 from .gait_report import GaitCheckFailed
 from .node import DeployNode
@@ -273,8 +274,10 @@ def run_sim2sim(args: argparse.Namespace) -> dict[str, Any]:
     summary_path, gait_path = workdir / "bridge.json", workdir / "gait.npz"
     if args.transport == "unitree":  # LowCmd carries kp and kd per motor, on both sides
         args.command_format = "position_gains"
+    if is_arm_bundle(meta):
+        return run_arm_sim2sim(args, meta, workdir)
     cmd = [sys.executable, "-m", "ctrl_rl.deploy.sim2sim", "--transport", args.transport,
-           "--robot", args.robot or bundle_robot(meta, workdir),
+           "--robot", args.robot or bundle_robot(meta, workdir, args.bundle),
            "--state-rate", str(args.state_rate), "--physics-dt", str(args.physics_dt),
            "--summary", str(summary_path),
            "--command-format", args.command_format, "--latency", str(args.latency),
@@ -300,6 +303,29 @@ def run_sim2sim(args: argparse.Namespace) -> dict[str, Any]:
         else:
             names = list(meta["joint_names"])[::-1]
             args.set = [*(args.set or []), f"command_joint_names=[{','.join(names)}]"]
+    status, sim, died = _node_against_bridge(args, cmd, summary_path)
+    report = sim2sim_report(args, status, sim, gait_path)
+    print("RESULT sim2sim " + " ".join(
+        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+        for k, v in {"mode": status.get("mode_at_stop") or status["mode"],
+                     "base_height": sim.get("base_height", float("nan")),
+                     "cmd_vx": float(args.cmd_vel[0]) if args.cmd_vel else 0.0,
+                     "forward_velocity": sim.get("forward_velocity", float("nan")),
+                     "max_tilt": sim.get("max_tilt", float("nan")), "base_x": sim.get("base_x", float("nan")),
+                     "base_y": sim.get("base_y", float("nan")), "commands": sim.get("commands", 0),
+                     "deadline_misses": status["deadline_misses"],
+                     **(report.result_fields() if report is not None else {"gait": "none"})}.items()))
+    _check_ran(status, died)
+    if args.require_gait and (report is None or not report.passed):
+        failed = ", ".join(report.failed()) if report is not None else "no policy-mode trace to report"
+        raise GaitCheckFailed(f"the gait report's bars failed: {failed}")
+    return {"node": status, "bridge": sim, "gait": report}
+
+
+def _node_against_bridge(args: argparse.Namespace, cmd: list[str], summary_path: Path
+                         ) -> tuple[dict[str, Any], dict[str, Any], int | None]:
+    """Start the bridge (``cmd``), run the node here with sim2sim's settings until ``--duration``, stop the
+    bridge; returns the node's final status, the bridge's summary and the bridge's exit status if it died."""
     args.set = [*(args.set or []), f"command_format={args.command_format}"]
     user_timeout = any(kv.startswith("safety.state_timeout=") for kv in args.set)
     if not user_timeout and not (args.params and NodeParams.from_yaml(args.params).safety.state_timeout):
@@ -317,38 +343,60 @@ def run_sim2sim(args: argparse.Namespace) -> dict[str, Any]:
             bridge.wait(timeout=10)
         except subprocess.TimeoutExpired:
             bridge.kill()
-    sim = json.loads(summary_path.read_text()) if summary_path.exists() else {}
-    report = sim2sim_report(args, status, sim, gait_path)
-    print("RESULT sim2sim " + " ".join(
-        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-        for k, v in {"mode": status.get("mode_at_stop") or status["mode"],
-                     "base_height": sim.get("base_height", float("nan")),
-                     "cmd_vx": float(args.cmd_vel[0]) if args.cmd_vel else 0.0,
-                     "forward_velocity": sim.get("forward_velocity", float("nan")),
-                     "max_tilt": sim.get("max_tilt", float("nan")), "base_x": sim.get("base_x", float("nan")),
-                     "base_y": sim.get("base_y", float("nan")), "commands": sim.get("commands", 0),
-                     "deadline_misses": status["deadline_misses"],
-                     **(report.result_fields() if report is not None else {"gait": "none"})}.items()))
+    return status, json.loads(summary_path.read_text()) if summary_path.exists() else {}, died
+
+
+def _check_ran(status: dict[str, Any], died: int | None) -> None:
+    """A :class:`Sim2SimFailure` unless the bridge lasted the run and the node ran the policy."""
     if died is not None:
         raise Sim2SimFailure(f"the sim2sim bridge (the simulated robot) exited with status {died} before the run "
                              "ended; its error is printed above")
     if not status.get("policy_ticks"):
         raise Sim2SimFailure(f"the node never ran the policy (mode {status.get('mode_at_stop') or status['mode']}, "
                              f"waiting for: {status.get('waiting') or status.get('fault') or 'nothing'})")
-    if args.require_gait and (report is None or not report.passed):
-        failed = ", ".join(report.failed()) if report is not None else "no policy-mode trace to report"
-        raise GaitCheckFailed(f"the gait report's bars failed: {failed}")
-    return {"node": status, "bridge": sim, "gait": report}
+
+
+def run_arm_sim2sim(args: argparse.Namespace, meta: dict[str, Any], workdir: Path) -> dict[str, Any]:
+    """An arm bundle against the arm bridge (``arm_sim2sim.py``); the verdict is the task's success rate over
+    the targets the bridge sent while the policy ran, on the RESULT line and in ``--summary`` (as ``bridge``)."""
+    if args.transport == "unitree" or args.joint_order or args.cmd_vel or args.terrain_cell:
+        raise ValueError("an arm bundle's sim2sim takes neither --transport unitree (Unitree's robots only), "
+                         "--joint-order, --cmd-vel nor --terrain-cell")
+    from .arm_sim2sim import bridge_args  # optional mujoco: sim2sim needs it, the robot node never
+
+    summary_path = workdir / "bridge.json"
+    cmd = [sys.executable, *bridge_args(meta, args.robot or bundle_robot(meta, workdir, args.bundle)),
+           "--transport", args.transport, "--state-rate", str(args.state_rate), "--physics-dt", str(args.physics_dt),
+           "--command-format", args.command_format, "--summary", str(summary_path),
+           *(["--namespace", args.namespace] if args.namespace else [])]
+    status, sim, died = _node_against_bridge(args, cmd, summary_path)
+    with atomic_write(args.summary_path) as tmp:
+        tmp.write_text(json.dumps({**status, "bridge": sim}, indent=1) + "\n")
+    print(f"reach verdict: {sim.get('targets', 0)} targets judged while the policy ran, success rate "
+          f"{sim.get('success_rate', float('nan')):.3f} (within 2 cm and 0.1 rad for the last 0.2 s of each, as in "
+          f"training); {status.get('workspace_holds', 0)} commands held inside the workspace box")
+    print("RESULT sim2sim " + " ".join(
+        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+        for k, v in {"mode": status.get("mode_at_stop") or status["mode"], "targets": sim.get("targets", 0),
+                     "success_rate": sim.get("success_rate", float("nan")),
+                     "position_error": sim.get("position_error", float("nan")),
+                     "orientation_error": sim.get("orientation_error", float("nan")),
+                     "workspace_holds": status.get("workspace_holds", 0), "clamped": status["clamped"],
+                     "commands": sim.get("commands", 0), "deadline_misses": status["deadline_misses"]}.items()))
+    _check_ran(status, died)
+    return {"node": status, "bridge": sim}
 
 
 class Sim2SimFailure(RuntimeError):
     """sim2sim ran but did not show the policy driving the simulated robot (the command exits 1)."""
 
 
-def bundle_robot(meta: dict[str, Any], workdir: Path) -> str:
-    """The robot a bundle was trained on, for the bridge: its config as the bundle carries it (written
-    to a YAML in ``workdir``), else its name (bundles from before the config was carried)."""
-    config = meta.get("robot_config")
+def bundle_robot(meta: dict[str, Any], workdir: Path, bundle: str | Path | None = None) -> str:
+    """The robot a bundle was trained on, for the bridge: its config as the bundle carries it (``robot_config``,
+    an arm's ``arm_config``; written to a YAML in ``workdir``), else its name (bundles from before the config
+    was carried). A relative MJCF path is relative to the folder of ``bundle`` (``ctrl-rl export`` writes an
+    arm's so: the run may move with its MJCF)."""
+    config = meta.get("robot_config") or meta.get("arm_config")
     if not config:
         return str(meta.get("robot") or "ctrl_quad")
     import yaml
@@ -356,9 +404,14 @@ def bundle_robot(meta: dict[str, Any], workdir: Path) -> str:
     mjcf = str(config.get("mjcf", ""))
     if mjcf.startswith("pkg:"):  # a packaged model resolves on any machine that fetched it
         resolve(mjcf)  # not fetched: the error names `ctrl-rl fetch-robots`
-    elif not Path(mjcf).is_file():  # the bundle names the MJCF where it trained: the run has moved
-        raise FileNotFoundError(f"the bundle's robot {config['name']} was trained on the MJCF {mjcf}, which is not on "
-                                f"this machine; pass its robot YAML with --robot <robot.yaml> (the MJCF beside it)")
+    else:
+        path = Path(mjcf) if Path(mjcf).is_absolute() or bundle is None else Path(bundle).parent / mjcf
+        if not path.is_file():  # the bundle names the MJCF where it trained: the run has moved without it
+            where = "" if str(path) == mjcf else f" (looked for {path})"
+            raise FileNotFoundError(f"the bundle's robot {config['name']} was trained on the MJCF {mjcf}, which is not "
+                                    f"on this machine{where}; pass its robot YAML with --robot <robot.yaml> (the MJCF "
+                                    "beside it)")
+        config = {**config, "mjcf": str(path.resolve())}
     path = workdir / f"{config['name']}.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return str(path)

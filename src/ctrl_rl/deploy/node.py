@@ -13,6 +13,7 @@ What it guarantees (docs/deploy.md lists the test of each):
    without one the node does not stand up, and one that goes stale ends in damping.
 7. Nothing with stiffness (kp > 0) or a target other than the measured pose goes out before an
    operator's start message (``safety.auto_start`` false, the default; sim2sim turns it on).
+8. An arm bundle's policy commands keep its end effector inside the workspace box (``arm_node.py``).
 
 Transport-neutral: it speaks :mod:`ctrl_rl.deploy.messages` through a
 :class:`~ctrl_rl.deploy.transports.Transport` (plain DDS or rclpy), so the same core runs on a
@@ -40,6 +41,7 @@ import numpy as np
 from ctrl_rl.robots.terms import projected_gravity
 
 from . import messages as m
+from .arm_node import ArmSide, is_arm_bundle
 from .height_map import HeightMapSpec
 from .node_params import COMMAND_FORMATS, NodeParams, TopicQos
 from .recorder import EpisodeRecorder, episode_end
@@ -54,6 +56,8 @@ log = logging.getLogger("ctrl_rl.deploy.node")
 STAGES = ("read", "obs", "inference", "action", "publish")
 STATUS_QOS = TopicQos("reliable", 1, "transient_local")
 """Status and ``/diagnostics``: a late subscriber (``ros2 topic echo``, a monitor) gets the current one."""
+FIXED_BASE = (np.array([1.0, 0.0, 0.0, 0.0]), np.zeros(3))
+"""An arm's IMU stand-in (it has none): upright and still, as its fixed base is."""
 
 
 class MalformedMessage(ValueError):
@@ -78,6 +82,9 @@ class DeployNode:
         n = len(p.joint_names)
         self.rate_hz = params.rate_hz or 1.0 / p.control_dt
         meta = p.policy.metadata
+        self.arm = ArmSide(meta, p.joint_names, p.default_pose, params.safety.workspace_margin) \
+            if is_arm_bundle(meta) else None
+        """An arm bundle's pose command and workspace guard (None: a legged robot's bundle)."""
         limits = meta.get("joint_limits")
         self.joint_limits = None if limits is None else np.asarray(limits, dtype=np.float64).reshape(n, 2)
         torque = meta.get("torque_limits")
@@ -137,8 +144,13 @@ class DeployNode:
         self._publish_diag = (transport.publisher(params.diagnostics_topic, m.DiagnosticArray, qos=STATUS_QOS)
                               if params.diagnostics_topic else None)
         transport.subscribe(params.joint_states_topic, m.JointState, self._on_joint_state, qos=q.joint_states)
-        transport.subscribe(params.imu_topic, m.Imu, self._on_imu, qos=q.imu)
-        transport.subscribe(params.cmd_vel_topic, m.Twist, self._on_cmd_vel, qos=q.cmd_vel)
+        if self.arm is None:
+            transport.subscribe(params.imu_topic, m.Imu, self._on_imu, qos=q.imu)
+            transport.subscribe(params.cmd_vel_topic, m.Twist, self._on_cmd_vel, qos=q.cmd_vel)
+        else:  # an arm: no IMU, and a pose target in place of a velocity command
+            self.counters["pose_command"] = 0
+            transport.subscribe(params.pose_command_topic, m.Float64MultiArray, self._on_pose_command,
+                                qos=q.pose_command)
         transport.subscribe(params.estop_topic, m.Bool, self._on_estop, qos=q.estop)
         transport.subscribe(params.start_topic, m.Bool, self._on_start, qos=q.start)
         if self.height_map is not None:
@@ -243,6 +255,16 @@ class DeployNode:
             self._cmd = (cmd, time.monotonic())
             self.counters["cmd_vel"] += 1
 
+    def _on_pose_command(self, msg: m.Float64MultiArray) -> None:
+        try:
+            pose = self.arm.parse_pose(msg)
+        except ValueError as e:
+            self._reject(str(e))
+            return
+        with self._lock:
+            self._cmd = (pose, time.monotonic())
+            self.counters["pose_command"] += 1
+
     def _on_height_map(self, msg: m.Float64MultiArray) -> None:
         try:
             scan = self.height_map.parse(msg, self.safety_cfg.max_height_map)
@@ -315,6 +337,7 @@ class DeployNode:
         with self._lock:
             joints, imu, cmd, hold, height = self._joints, self._imu, self._cmd, self._hold, self._height
             malformed, self._malformed = self._malformed, None
+        imu = self._base_state(joints, imu)
         pos = vel = grav = gyro = None
         state_age = math.inf
         if joints is not None and imu is not None:
@@ -331,7 +354,8 @@ class DeployNode:
             fault = f"malformed input: {malformed}"
         else:
             fault = find_fault(self.safety_cfg, pos, vel, grav, gyro, state_age, cmd_age, self.joint_limits,
-                               need_command=self.safety.mode == Mode.POLICY) or self._height_map_fault(height, now)
+                               need_command=self.safety.mode == Mode.POLICY and self.arm is None) \
+                or self._height_map_fault(height, now)
         before = self.safety.mode
         if before in (Mode.STAND_UP, Mode.POLICY) and state_age != math.inf:
             self.max_state_age = max(self.max_state_age, state_age)
@@ -369,6 +393,8 @@ class DeployNode:
             fault = mode is Mode.DAMPING and self.safety.fault is not None
             (log.warning if fault else log.info)("mode %s -> %s (%s)", before.value, mode.value, reason)
         out = self.safety.command(now, targets, None if joints is None else joints[1])
+        if self.arm is not None and mode == Mode.POLICY:
+            out, mode = self._keep_in_workspace(out, now, joints)
         t4 = time.perf_counter_ns()
         lat.add("action", t4 - t1)
         if out is not None and self.enabled:
@@ -383,6 +409,23 @@ class DeployNode:
         if mode != before or now - self._last_status >= 0.5:
             self.publish_status()
         return mode
+
+    def _base_state(self, joints: tuple | None, imu: tuple | None) -> tuple | None:
+        """The IMU's reading; for an arm (none) :data:`FIXED_BASE`, as fresh as its joint state."""
+        if self.arm is None or joints is None:
+            return imu
+        return (*FIXED_BASE, joints[2])
+
+    def _keep_in_workspace(self, out: Any, now: float, joints: tuple) -> tuple[Any, Mode]:
+        """An arm's policy command, its target moved inside the workspace box (``ArmSide.guard``); a fault
+        where that cannot be done (the measured end effector is outside)."""
+        torque = self.safety.torque_limits if self.safety_cfg.torque_clamp else None
+        guarded = self.arm.guard(out, self.joint_limits, torque, joints[0], joints[1])
+        if guarded is not None:
+            return guarded, Mode.POLICY
+        mode = self.safety.trip(now, f"workspace: {self.arm.last_hold}")
+        log.warning("mode policy -> %s (%s)", mode.value, self.safety.transitions[-1][2])
+        return self.safety.command(now, None, joints[1]), mode
 
     def _send(self, out: Any, mode: Mode) -> None:
         """Publish one command (see the guarantees at the top); returns without publishing when
@@ -400,12 +443,14 @@ class DeployNode:
         self._publish_cmd(data)
         self.counters["published"] += 1
 
-    @staticmethod
-    def _signals(joints: tuple, imu: tuple, cmd: tuple | None, height: tuple | None) -> dict[str, np.ndarray]:
-        """The robot signals of the observation terms (policy joint order), the height map's scan too."""
-        command = cmd[0] if cmd is not None else np.zeros(3)
-        signals = {"imu_quat": imu[0], "imu_gyro": imu[1], "joint_pos": joints[0], "joint_vel": joints[1],
-                   "command": command}
+    def _signals(self, joints: tuple, imu: tuple, cmd: tuple | None, height: tuple | None) -> dict[str, np.ndarray]:
+        """The robot signals of the observation terms (policy joint order): the operator's command (a velocity;
+        an arm's pose target, the default pose's until one arrives), the height map's scan too."""
+        signals = {"imu_quat": imu[0], "imu_gyro": imu[1], "joint_pos": joints[0], "joint_vel": joints[1]}
+        if self.arm is None:
+            signals["command"] = cmd[0] if cmd is not None else np.zeros(3)
+        else:
+            signals["pose_command"] = cmd[0] if cmd is not None else self.arm.default_target
         if height is not None:
             signals["height_scan"] = height[0]
         return signals
@@ -445,7 +490,8 @@ class DeployNode:
                 "ticks": self.timer.ticks, "deadline_misses": self.timer.misses, "rate_hz": self.rate_hz,
                 "max_state_age_ms": round(self.max_state_age * 1e3, 2),
                 "latency_us": self.latency.summary(), "period_error_ms": self.timer.summary(),
-                "recording": self.recorder.status() if self.recorder is not None else None}
+                "recording": self.recorder.status() if self.recorder is not None else None,
+                **(self.arm.status() if self.arm is not None else {})}
 
     def diagnostics(self, status: dict[str, Any]) -> m.DiagnosticArray:
         """The status as one ``DiagnosticStatus``: OK running, WARN passive/not enabled/damping on an
@@ -528,6 +574,7 @@ class DeployNode:
         if self.recorder.active:
             with self._lock:
                 joints, imu, cmd, height = self._joints, self._imu, self._cmd, self._height
+            imu = self._base_state(joints, imu)
             self._end_episode(time.monotonic(), "stopped", False, joints, imu, cmd, height)
         self.recorder.flush()
 

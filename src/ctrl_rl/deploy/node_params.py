@@ -66,6 +66,8 @@ class QosParams:
     """Keep-last 1: a controller never needs a queued, older target."""
     height_map: TopicQos = field(default_factory=_sensor)
     """Sensor data like the robot state: a late map is worse than the next one."""
+    pose_command: TopicQos = field(default_factory=_reliable)
+    """An arm's end-effector target: an operator input, like ``cmd_vel``."""
 
 
 
@@ -88,6 +90,11 @@ class NodeParams:
     """``std_msgs/Float64MultiArray`` of ground clearances at the bundle's scan points
     (``deploy/height_map.py`` has the layout), subscribed only for a bundle whose policy observes
     ``height_scan``; "" = this robot has no terrain perception (such a bundle is then refused)."""
+    pose_command_topic: str = "pose_command"
+    """An arm bundle's end-effector target: ``std_msgs/Float64MultiArray`` of ``[x, y, z, qw, qx, qy, qz]``
+    (m, the arm's base frame), the position clipped into the task's target box; until one arrives the
+    target is the end effector's pose at the default pose (docs/deploy.md, "Arms"). Legged bundles: unused.
+    An arm bundle subscribes to neither ``imu_topic`` nor ``cmd_vel_topic``."""
     estop_topic: str = "estop"
     """``std_msgs/Bool``: true -> damping, latched."""
     start_topic: str = "ctrl_rl/start"

@@ -97,6 +97,11 @@ class SafetyConfig:
     max_height_map: float = 3.0
     """A height-map clearance beyond +-this (m) makes the message malformed (a perception fault,
     not terrain a policy trained on +-1 m readings could use)."""
+    workspace_margin: float = 0.2
+    """Arm bundles: every policy target's end effector (forward kinematics) is kept inside the task's target
+    box (stretched to hold the default pose's end effector) grown by this much (m) on every side. A soft PD
+    arm's policy aims past its target, against gravity and to accelerate: on the YAM's reach policy 0.1 m
+    scaled back 43 % of its targets and cost 14 points of success, 0.2 m 5 % and none (docs/deploy.md, "Arms")."""
     torque_clamp: bool = True
     """Also clamp each target to what the bundle's torque limits allow with its PD gains at the
     measured state (``|kp (target - q) - kd dq| <= torque limit``); joint limits always apply."""

@@ -23,6 +23,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -212,23 +213,16 @@ class Sim2SimBridge:
             raise ValueError(f"start must be 'lying' or 'standing', got '{self.cfg.start}'")
 
     def _set_gains(self, kp: np.ndarray, kd: np.ndarray) -> None:
-        self.model.actuator_gainprm[:, 0] = kp
-        self.model.actuator_biasprm[:, 1] = -kp
-        self.model.actuator_biasprm[:, 2] = -kd
+        set_pd_gains(self.model, kp, kd)
 
     def _on_command(self, msg: m.Float64MultiArray) -> None:
         """Validate like a robot driver would: wrong sizes or NaN never reach the actuators."""
-        n = len(self.names)
-        data = np.asarray(msg.data, dtype=np.float64)
-        rows = 3 if self.cfg.command_format == "position_gains" else 1
-        if data.shape != (rows * n,) or not np.all(np.isfinite(data)):
+        command = parse_joint_command(msg, self.order, self.cfg.command_format)
+        if command is None:
             with self._lock:
                 self.stats["rejected"] += 1
             return
-        inv = np.argsort(self.order)  # incoming (published) order -> actuator order
-        pos = data[:n][inv]
-        kp = data[n:2 * n][inv] if rows == 3 else None
-        kd = data[2 * n:][inv] if rows == 3 else None
+        pos, kp, kd = command
         with self._lock:
             if self.cfg.command_latency > 0:
                 self._delayed.append((time.monotonic() + self.cfg.command_latency, (pos, kp, kd)))
@@ -331,22 +325,20 @@ class Sim2SimBridge:
     def run(self, duration: float | None = None, summary_path: str = "") -> dict[str, Any]:
         """Real-time loop until :meth:`stop` or ``duration`` seconds; returns :meth:`summary`,
         also written to ``summary_path`` every 0.5 s (atomically: a killed bridge leaves one)."""
-        timer = LoopTimer(self.model.opt.timestep)
         sys.setswitchinterval(1e-4)  # transport threads must not hold the GIL for CPython's default 5 ms
         gc.freeze()  # what exists now is never scanned again: shorter collections inside the loop
-        end = math.inf if duration is None else time.perf_counter() + duration
         every = max(1, round(0.1 / self.model.opt.timestep))
-        timer.start()
-        while not self._stop.is_set() and time.perf_counter() < end:
+
+        def tick() -> int:
             self.step()
             k = self.stats["physics_steps"]
             if self._pub_cmd is not None and k % every == 1:
                 vx, vy, wz = self.cfg.cmd_vel
                 self._pub_cmd(m.Twist(np.array([vx, vy, 0.0]), np.array([0.0, 0.0, wz])))
-            if summary_path and k % (5 * every) == 0:
-                write_json(summary_path, self.summary())
-            timer.wait()
-        self.stats["physics_deadline_misses"] = timer.misses
+            return k
+
+        self.stats["physics_deadline_misses"] = real_time_loop(
+            tick, self.model.opt.timestep, self._stop, duration, summary_path, self.summary, 5 * every)
         return self.summary()
 
     def stop(self) -> None:
@@ -367,6 +359,28 @@ class Sim2SimBridge:
                 "base_x": float(last[4]), "base_y": float(last[5])}
 
 
+def set_pd_gains(model: Any, kp: np.ndarray, kd: np.ndarray) -> None:
+    """The PD position actuators' gains (one per actuator: ``kp (ctrl - q) - kd dq``)."""
+    model.actuator_gainprm[:, 0] = kp
+    model.actuator_biasprm[:, 1] = -kp
+    model.actuator_biasprm[:, 2] = -kd
+
+
+def parse_joint_command(msg: m.Float64MultiArray, order: np.ndarray, command_format: str
+                        ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None] | None:
+    """A joint command as a robot driver reads it: ``(targets, kp, kd)`` in actuator order (``order``: the
+    actuator index of each published joint; kp, kd None for ``position``), or None for a wrong size or NaN."""
+    n = len(order)
+    data = np.asarray(msg.data, dtype=np.float64)
+    rows = 3 if command_format == "position_gains" else 1
+    if data.shape != (rows * n,) or not np.all(np.isfinite(data)):
+        return None
+    inv = np.argsort(order)  # incoming (published) order -> actuator order
+    if rows == 1:
+        return data[inv], None, None
+    return data[:n][inv], data[n:2 * n][inv], data[2 * n:][inv]
+
+
 def _noise_scales(level: float) -> dict[str, float]:
     """Half-widths of the uniform state noise at ``level`` times training's (the policy terms' own)."""
     return {t.name: float(t.noise) for t in policy_terms(level)}
@@ -380,6 +394,22 @@ def tilted(quat: np.ndarray, angles: np.ndarray) -> np.ndarray:
     dw, dx, dy = math.sqrt(max(0.0, 1 - ax * ax - ay * ay)), ax, ay
     return np.array([w * dw - x * dx - y * dy, w * dx + x * dw - z * dy, w * dy + y * dw + z * dx,
                      z * dw + x * dy - y * dx])
+
+
+def real_time_loop(tick: Callable[[], int], dt: float, stop: threading.Event, duration: float | None,
+                   summary_path: str, summary: Callable[[], dict[str, Any]], summary_every: int) -> int:
+    """A bridge's loop: ``tick()`` (one physics step; returns the steps so far) every ``dt`` s of wall time
+    until ``stop`` is set or ``duration`` s have passed, ``summary()`` written to ``summary_path`` every
+    ``summary_every`` steps (atomically: a killed bridge leaves one). Returns the deadline misses."""
+    timer = LoopTimer(dt)
+    end = math.inf if duration is None else time.perf_counter() + duration
+    timer.start()
+    while not stop.is_set() and time.perf_counter() < end:
+        k = tick()
+        if summary_path and k % summary_every == 0:
+            write_json(summary_path, summary())
+        timer.wait()
+    return timer.misses
 
 
 def write_json(path: str, data: dict[str, Any]) -> None:

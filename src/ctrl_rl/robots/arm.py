@@ -22,6 +22,7 @@ unless the YAML says ``physics: mjcf``; the timestep is the task's either way.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
@@ -149,9 +150,11 @@ def load_arm(name_or_path: str) -> ArmRobot:
     return ArmRobot.load(name_or_path)
 
 
-def build_arm_model(arm: ArmRobot, visuals: bool = False) -> tuple[mujoco.MjModel, SensorLayout]:
+def build_arm_model(arm: ArmRobot, visuals: bool = False,
+                    scene: Callable[[mujoco.MjSpec], None] | None = None) -> tuple[mujoco.MjModel, SensorLayout]:
     """Compile the arm's MJCF under the loading rules of this module's docstring; ``visuals``: keep the
-    visual meshes (rendering). Returns the model and its canonical sensors' slices of ``sensordata``."""
+    visual meshes (rendering); ``scene``: a task's edit of the spec once the arm's are done (a lift task's
+    cube and its sensors). Returns the model and its sensors' slices of ``sensordata``."""
     path = arm.mjcf_path()
     spec = mujoco.MjSpec.from_file(str(path))
     joints = {j.name for j in spec.joints}
@@ -172,6 +175,8 @@ def build_arm_model(arm: ArmRobot, visuals: bool = False) -> tuple[mujoco.MjMode
     if arm.armature:
         edits.set_armature(spec, arm.joint_names, arm.armature)
     edits.replace_actuators(spec, arm.joint_names, arm.kp, arm.kd, arm.torque_limits, arm.default_pose)
+    if scene is not None:
+        scene(spec)
     S, O = mujoco.mjtSensor, mujoco.mjtObj  # noqa: E741 - short names keep the table readable
     for name in arm.joint_names:
         spec.add_sensor(name=f"{name}_pos", type=S.mjSENS_JOINTPOS, objtype=O.mjOBJ_JOINT, objname=name)

@@ -120,11 +120,28 @@ def quat_angle(q: Array, target: Array) -> Array:
     return 2.0 * xp.arctan2(((e[..., 1:] ** 2).sum(-1)) ** 0.5, xp.abs(e[..., 0]))
 
 
+def pose_features(pose: Array) -> Array:
+    """A pose ``[x, y, z, qw, qx, qy, qz]`` as a policy sees it: the position and :func:`rotation_6d` of the
+    orientation, ``[..., 9]``."""
+    return namespace(pose).concatenate([pose[..., :3], rotation_6d(pose[..., 3:7])], -1)
+
+
 def pose_command(s: Mapping[str, Array]) -> Array:
     """An end-effector pose target ``[x, y, z, qw, qx, qy, qz]`` (the arm's base frame) as the policy sees
-    it: the position and :func:`rotation_6d` of the orientation, ``[..., 9]``."""
-    target = s["pose_command"]
-    return namespace(target).concatenate([target[..., :3], rotation_6d(target[..., 3:7])], -1)
+    it: :func:`pose_features`, ``[..., 9]``."""
+    return pose_features(s["pose_command"])
+
+
+def object_pose(s: Mapping[str, Array]) -> Array:
+    """The manipulated object's pose ``[x, y, z, qw, qx, qy, qz]`` (the arm's base frame; a simulator's, or a
+    perception source's on a robot) as :func:`pose_features`, ``[..., 9]``."""
+    return pose_features(s["object_pose"])
+
+
+def object_to_ee(s: Mapping[str, Array]) -> Array:
+    """The object's position relative to the end effector (base frame axes), ``[..., 3]``: what a wrist
+    camera sees."""
+    return s["object_pose"][..., :3] - s["ee_pos"]
 
 
 def ee_pose_error(s: Mapping[str, Array]) -> Array:
@@ -150,6 +167,10 @@ TERM_FUNCTIONS: dict[str, Callable[[Mapping[str, Array]], Array]] = {
     "base_height": lambda s: s["base_height"],
     "foot_contact": lambda s: s["foot_contact"],
     "ee_pose_error": ee_pose_error,
+    # an object and its goal (simulation; a robot would need an object pose source): manipulation tasks
+    "object_pose": object_pose,
+    "object_to_ee": object_to_ee,
+    "lift_command": lambda s: s["lift_command"],
     # the terrain around the base (simulation: ray casts; a robot: a configured height-map source)
     "height_scan": lambda s: s["height_scan"],
 }

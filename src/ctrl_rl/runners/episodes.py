@@ -109,9 +109,11 @@ def with_action_noise(env: VecEnv, policy: Policy, noise_std: float, seed: int) 
 
 @torch.no_grad()
 def collect_dataset(env: VecEnv, policy: Policy, steps_per_env: int, seed: int, noise_std: float = 0.0,
-                    actor_obs: tuple[str, ...] = ("policy",)):
+                    actor_obs: tuple[str, ...] = ("policy",),
+                    on_step: Callable[[dict[str, Any], torch.Tensor], None] | None = None):
     """Roll ``policy`` (plus Gaussian action noise, clipped to the env's bounds) for
-    ``steps_per_env`` steps in every env and return a D4RL-layout :class:`Dataset`.
+    ``steps_per_env`` steps in every env and return a D4RL-layout :class:`Dataset`;
+    ``on_step(info, ended)`` sees each step's ``info`` and which envs' episodes ended in it.
 
     Rows are grouped by env, each env's steps in order, so episodes are contiguous. The
     episode an env is in when collection stops is marked as a timeout on its last row (it was
@@ -128,6 +130,8 @@ def collect_dataset(env: VecEnv, policy: Policy, steps_per_env: int, seed: int, 
         nxt = concat_groups(obs, actor_obs)
         ended = terminated | truncated
         episodes_ended(policy, ended)
+        if on_step is not None:
+            on_step(info, ended)
         if "final_obs" in info and bool(ended.any()):
             nxt = torch.where(ended.unsqueeze(-1), concat_groups(info["final_obs"], actor_obs), nxt)
         for k, v in (("act", actions), ("rew", reward), ("term", terminated), ("trunc", truncated), ("next", nxt)):

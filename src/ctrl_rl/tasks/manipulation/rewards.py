@@ -1,4 +1,5 @@
-"""The reach task's reward terms and its success rule: pure functions of the end effector's error.
+"""The arm tasks' reward terms and their success rule: pure functions of the end effector's error (reach) and of
+the object's height and distance (lift).
 
 The terms follow Isaac Lab's reach task (``position_command_error``, ``..._tanh``,
 ``orientation_command_error``, ``action_rate_l2``, ``joint_vel_l2``) with one more kernel each for
@@ -43,3 +44,34 @@ def held_steps(held: torch.Tensor, within: torch.Tensor) -> torch.Tensor:
     """Consecutive steps the end effector has been within the success tolerance: ``held + 1`` where
     ``within``, else 0."""
     return torch.where(within, held + 1, torch.zeros_like(held))
+
+
+LIFT_TERMS = ("reach", "approach", "lift", "height_tracking", "action_rate")
+"""The lift task's reward terms, in the order :func:`lift_terms` returns them."""
+
+
+def lift_terms(distance: torch.Tensor, height: torch.Tensor, rest_height: float, target_height: torch.Tensor,
+               action: torch.Tensor, last_action: torch.Tensor, reach_std: float, approach_std: float,
+               grasp_distance: float, height_std: float) -> dict[str, torch.Tensor]:
+    """Every term of :data:`LIFT_TERMS` from the end effector's ``distance`` (m) to the object's centre, the
+    object's ``height`` (its centre above the table, m), its height at rest and its ``target_height``, and this
+    step's and the last step's actions (mjlab's staged lift reward, in terms):
+
+    * ``reach``, ``approach``: :func:`tracking_kernel` of ``distance`` at ``reach_std`` and ``approach_std``;
+    * ``lift``: while the end effector is within ``grasp_distance`` of the object (in hand, not flicked), one
+      less the height error over the lift's length, ``clip(1 - |h - h_target| / (h_target - h_rest), 0, 1)``: the
+      fraction of the way up from rest, less any overshoot (a cube held above the target is no better than one
+      held as far below it; without that, residual PPO on a BC base learned to hold cubes above the target);
+    * ``height_tracking``: in hand and off the table by more than a millimetre, :func:`tracking_kernel` of
+      the height error at ``height_std``;
+    * ``action_rate``: the squared norm of the action change."""
+    in_hand = (distance < grasp_distance).to(height.dtype)
+    progress = (1.0 - (height - target_height).abs() / (target_height - rest_height)).clamp(0.0, 1.0)
+    lifted = (height > rest_height + 1e-3).to(height.dtype)
+    return {
+        "reach": tracking_kernel(distance, reach_std),
+        "approach": tracking_kernel(distance, approach_std),
+        "lift": in_hand * progress,
+        "height_tracking": in_hand * lifted * tracking_kernel((height - target_height).abs(), height_std),
+        "action_rate": ((action - last_action) ** 2).sum(-1),
+    }

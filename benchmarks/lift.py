@@ -1,0 +1,120 @@
+"""Lift with i2rt's YAM on 2 CPU cores: scripted demonstrations -> BC -> residual PPO, and PPO from scratch
+at the same wall clock (issue 51: lift >= 80 % success within 60 min, by whichever path).
+
+Stages, each timed, each policy scored by ``ctrl-rl eval``'s deterministic episodes (``--eval-episodes``
+from seed 2024; success: the cube's centre within 2 cm of the target height for the episode's last 0.2 s):
+
+1. ``ctrl-rl collect scripted task=lift --episodes N --noise 0.1 --successful-only`` (the expert of
+   ``tasks/manipulation/experts.py``);
+2. ``ctrl-rl train algo=bc dataset=<1> task=lift algo.chunk_size=4`` (chunked Gaussian; ``--flow``: a flow
+   head too, scored but not used as the base);
+3. ``ctrl-rl train algo=residual algo.base=<2> algo.base_execute=1 task=lift`` for ``--residual-iterations``
+   (``tasks/manipulation/tune/residual_lift.yaml``);
+4. ``ctrl-rl train task=lift`` (PPO from scratch, ``tune/ppo_lift.yaml``) stopped by SIGTERM after the wall
+   clock of 1-3 (its checkpoint at the stop is the one scored).
+
+Usage::
+
+    python benchmarks/lift.py                       # ~9-10 min on 2 shared cores (pipeline ~4-5 min, PPO as long)
+    python benchmarks/lift.py --demos 4 --residual-iterations 2 --eval-episodes 4 --bc-passes 2   # smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from ctrl_rl.app.collect import collect
+from ctrl_rl.app.evaluate import evaluate
+from ctrl_rl.app.train import train
+from ctrl_rl.utils.checkpoint_files import checkpoint_iteration
+from ctrl_rl.utils.interrupts import Interrupted
+
+EVAL_SEED = 2024
+BAR = 0.8
+"""Issue 51's lift bar: success rate, within :data:`BUDGET_MINUTES`."""
+BUDGET_MINUTES = 60.0
+
+
+def timed(fn, *args, **kwargs) -> tuple[object, float]:
+    """``fn(*args, **kwargs)`` and its wall clock (min)."""
+    start = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, (time.perf_counter() - start) / 60
+
+
+def train_for(overrides: list[str], minutes: float) -> Path:
+    """Train until done or stopped by SIGTERM after ``minutes`` (the runner writes a checkpoint at the stop)."""
+    timer = threading.Timer(minutes * 60, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    try:
+        return train(overrides)
+    except Interrupted as stop:
+        return Path(stop.path).parent
+    finally:
+        timer.cancel()
+
+
+def success(run: Path | str, episodes: int) -> float:
+    return evaluate(str(run), [], episodes=episodes, seed=EVAL_SEED)["success_rate"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--demos", type=int, default=50, help="successful scripted episodes to collect")
+    ap.add_argument("--noise", type=float, default=0.1, help="Gaussian action noise of the demonstrations")
+    ap.add_argument("--chunk", type=int, default=4, help="BC's chunk size")
+    ap.add_argument("--bc-passes", type=float, default=100.0, help="BC's passes over the dataset")
+    ap.add_argument("--flow", action="store_true", help="also train and score a flow-head BC")
+    ap.add_argument("--residual-iterations", type=int, default=150)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--eval-episodes", type=int, default=64)
+    ap.add_argument("--root", default=None, help="where runs and the dataset go (default: a temp dir)")
+    args = ap.parse_args()
+    root = Path(args.root or tempfile.mkdtemp(prefix="lift_"))
+    common = ["task=lift", f"seed={args.seed}", "runner.progress=false", f"runner.log_root={root}"]
+    data = str(root / f"lift_{args.demos}.hdf5")
+    rows: list[tuple[str, str, float, float]] = []  # stage, run, minutes, success rate
+
+    _, t_collect = timed(collect, "scripted", ["task=lift"], data, envs=16, noise=args.noise, seed=args.seed,
+                         episodes=args.demos, successful_only=True)
+    rows.append((f"collect {args.demos} scripted demos", data, t_collect, float("nan")))
+    bc = ["algo=bc", f"dataset={data}", "env.num_envs=16", f"algo.num_passes={args.bc_passes}", *common]
+    base, t_bc = timed(train, [*bc, f"algo.chunk_size={args.chunk}", "runner.run_name=bc"])
+    rows.append((f"BC gaussian, chunk {args.chunk}", str(base), t_bc, success(base, args.eval_episodes)))
+    if args.flow:
+        flow, t_flow = timed(train, [*bc, f"algo.chunk_size={args.chunk}", "algo.head=flow",
+                                     "runner.run_name=bc_flow"])
+        rows.append((f"BC flow, chunk {args.chunk} (not the base)", str(flow), t_flow,
+                     success(flow, args.eval_episodes)))
+    residual, t_res = timed(train, ["algo=residual", f"algo.base={base}", "algo.base_execute=1",
+                                    f"runner.max_iterations={args.residual_iterations}", "runner.run_name=residual",
+                                    *common])
+    for model in sorted(residual.glob("model_*.pt"), key=checkpoint_iteration)[:-1]:  # the way there
+        rows.append((f"  residual PPO at iteration {checkpoint_iteration(model)}", str(model), float("nan"),
+                     success(model, args.eval_episodes)))
+    rows.append(("residual PPO on the BC base", str(residual), t_res, success(residual, args.eval_episodes)))
+    pipeline = t_collect + t_bc + t_res
+    scratch, t_ppo = timed(train_for, ["algo=ppo", "runner.run_name=ppo_scratch", *common], pipeline)
+    rows.append(("PPO from scratch, same wall clock", str(scratch), t_ppo, success(scratch, args.eval_episodes)))
+
+    print(f"\nlift (i2rt YAM), seed {args.seed}, {args.eval_episodes} evaluation episodes from seed {EVAL_SEED}")
+    print("| stage | wall (min) | success rate | run |\n|---|---|---|---|")
+    for stage, run, minutes, rate in rows:
+        print(f"| {stage} | {'' if minutes != minutes else f'{minutes:.1f}'} | {'' if rate != rate else f'{rate:.3f}'} "
+              f"| {run} |")
+    bc_rate, res_rate, ppo_rate = rows[1][3], rows[-2][3], rows[-1][3]
+    best = max(bc_rate, res_rate)
+    passed = best >= BAR and t_collect + t_bc + t_res <= BUDGET_MINUTES
+    print(f"RESULT task=lift seed={args.seed} demos={args.demos} bc_success={bc_rate:.4f} "
+          f"residual_success={res_rate:.4f} ppo_scratch_success={ppo_rate:.4f} pipeline_minutes={pipeline:.2f} "
+          f"ppo_minutes={t_ppo:.2f} passed={int(passed)}")
+
+
+if __name__ == "__main__":
+    main()

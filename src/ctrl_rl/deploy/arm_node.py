@@ -1,0 +1,109 @@
+"""What the deploy node adds for an arm bundle: the pose command it tracks and the workspace box it keeps.
+
+An arm bundle (exported from an arm task: its metadata has ``kinematic_chain`` and ``pose_command``) has no
+IMU, no velocity command and no tilt; the node instead reads an end-effector pose target (``pose_command_topic``,
+``std_msgs/Float64MultiArray`` of ``[x, y, z, qw, qx, qy, qz]`` in the arm's base frame) and checks every
+policy command's forward kinematics (``arm_kinematics.py``) against a workspace box. docs/deploy.md, "Arms",
+states the rules; :class:`ArmSide` is them.
+
+Numpy only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import messages as m
+from .arm_kinematics import KinematicChain, WorkspaceBox
+from .safety import JointCommand, clamp_targets
+
+
+def matrix_to_quat(r: np.ndarray) -> np.ndarray:
+    """Unit quaternion (w, x, y, z, w >= 0) of a rotation matrix (Shepperd's method)."""
+    t = np.trace(r)
+    if t > 0:
+        s = 2.0 * np.sqrt(1.0 + t)
+        q = np.array([0.25 * s, (r[2, 1] - r[1, 2]) / s, (r[0, 2] - r[2, 0]) / s, (r[1, 0] - r[0, 1]) / s])
+    else:
+        i = int(np.argmax(np.diag(r)))
+        j, k = (i + 1) % 3, (i + 2) % 3
+        s = 2.0 * np.sqrt(1.0 + r[i, i] - r[j, j] - r[k, k])
+        q = np.zeros(4)
+        q[0] = (r[k, j] - r[j, k]) / s
+        q[1 + i], q[1 + j], q[1 + k] = 0.25 * s, (r[j, i] + r[i, j]) / s, (r[k, i] + r[i, k]) / s
+    q /= np.linalg.norm(q)
+    return q if q[0] >= 0 else -q
+
+
+def is_arm_bundle(meta: dict[str, Any]) -> bool:
+    """Whether a bundle's metadata comes from an arm task (it carries the arm's config)."""
+    return "arm_config" in meta
+
+
+class ArmSide:
+    """The pose command and the workspace guard of one arm bundle (see the module docstring)."""
+
+    def __init__(self, meta: dict[str, Any], joint_names: list[str], default_pose: np.ndarray,
+                 margin: float) -> None:
+        """``margin``: ``safety.workspace_margin`` (m). A bundle without its chain or workspace is refused."""
+        if "kinematic_chain" not in meta:
+            raise ValueError("arm bundle lacks kinematic_chain in its metadata: it was exported before the deploy "
+                             "node ran arms; re-export it with `ctrl-rl export <run>`")
+        if "workspace" not in (meta.get("pose_command") or {}):
+            raise ValueError(f"arm bundle of task {meta.get('task')!r} has no pose_command.workspace: the node runs "
+                             "arm tasks that command an end-effector pose in a workspace box (reach)")
+        self.chain = KinematicChain(meta["kinematic_chain"], list(joint_names))
+        ee, rotation = self.chain.ee_pose(default_pose)
+        self.targets = WorkspaceBox.around(meta["pose_command"].get("workspace"), ee, 0.0)
+        """The task's target box (stretched to the default pose): pose commands are clipped into it."""
+        self.box = WorkspaceBox(self.targets.bounds + np.array([-margin, margin]))
+        """Where a policy command may put the end effector."""
+        self.default_target = np.concatenate([ee, matrix_to_quat(rotation)])
+        """The target until a pose command arrives: hold the end effector where the default pose puts it."""
+        self.holds = 0
+        """Policy commands whose target was moved back inside the box (or refused)."""
+        self.last_hold = ""
+
+    def parse_pose(self, msg: m.Float64MultiArray) -> np.ndarray:
+        """``[x, y, z, qw, qx, qy, qz]``: the position clipped into the task's target box (the policy never
+        saw a target beyond it), the quaternion normalized; a ``ValueError`` for anything else."""
+        data = np.asarray(msg.data, dtype=np.float64)
+        if data.shape != (7,) or not np.all(np.isfinite(data)):
+            raise ValueError(f"pose command must be 7 finite values [x, y, z, qw, qx, qy, qz], got {data.size} "
+                             f"value(s){'' if np.all(np.isfinite(data)) else ' with NaN/inf'}")
+        norm = float(np.linalg.norm(data[3:]))
+        if abs(norm - 1.0) > 0.05:
+            raise ValueError(f"pose command orientation is not a unit quaternion (norm {norm:.3f})")
+        position = np.clip(data[:3], self.targets.bounds[:, 0], self.targets.bounds[:, 1])
+        return np.concatenate([position, data[3:] / norm])
+
+    def guard(self, out: JointCommand, limits: np.ndarray | None, torque: np.ndarray | None,
+              measured: np.ndarray, joint_vel: np.ndarray | None) -> JointCommand | None:
+        """``out`` if its target's end effector lies inside :attr:`box`; else the target moved back toward the
+        measured pose: ``c + s (target - c)``, where ``c`` is the measured pose clamped as every target is (joint
+        limits, and what the torque limits allow at the measured speed) and ``s`` in [0, 1) is the largest
+        whose end effector is inside (bisection, to 1/1024). Both ends lie within the clamp's limits (an
+        interval per joint), so every point between does: the result needs no clamp of its own. ``None`` (the
+        node faults) where ``c``'s end effector is outside the box: nothing inside is within reach."""
+        if self.box.contains(self.chain.ee_pose(out.position)[0]):
+            return out
+        self.holds += 1
+        start, moved = clamp_targets(measured, limits, out.kp, out.kd, torque, measured, joint_vel)
+        if not self.box.contains(self.chain.ee_pose(start)[0]):
+            self.last_hold = ("the measured pose (clamped to the joint and torque limits) puts the end effector "
+                              "outside the workspace box")
+            return None
+        step = out.position - start
+        lo, hi = 0.0, 1.0
+        for _ in range(10):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if self.box.contains(self.chain.ee_pose(start + mid * step)[0]) else (lo, mid)
+        outside = self.box.distance_outside(self.chain.ee_pose(out.position)[0])
+        self.last_hold = (f"end effector target {outside:.3f} m outside the workspace box "
+                          f"{self.box.bounds.round(3).tolist()}: scaled to {lo:.3f} of its step")
+        return JointCommand(start + lo * step, out.kp, out.kd, max(out.clamped, moved))
+
+    def status(self) -> dict[str, Any]:
+        return {"workspace_holds": self.holds, "last_workspace_hold": self.last_hold}

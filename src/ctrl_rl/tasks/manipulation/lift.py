@@ -1,0 +1,181 @@
+"""Lift: an arm grasps a cube on the table and holds it at a target height.
+
+Written against the task contract (``ctrl_rl.task``) on an arm robot (``ctrl_rl.robots.arm``), so it runs on
+every MuJoCo-family backend. The cube is added to the arm's model by an MJCF edit (:func:`add_cube`: a free
+joint, a box geom, and frame sensors of its pose in the arm's base frame); its pose, friction and mass are
+drawn as :class:`~.lift_config.LiftConfig` says. The policy moves every actuated joint, the gripper's too, and
+observes the terms of ``ctrl_rl.robots.terms``: joint positions and velocities, the cube's pose, the cube
+relative to the end effector, the target height and the last action. Rewards are the terms of ``rewards.py:
+lift_terms`` with per-second weights (``Reward/<name>``); success is the named metric ``success_rate``
+(``LiftConfig``'s docstring states the rule), which ``ctrl-rl eval`` prints. A cube below the table or a
+non-finite state is a ``SimulationError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import mujoco
+import torch
+
+from ctrl_rl.env import SimulationError
+from ctrl_rl.robots.arm import load_arm
+from ctrl_rl.robots.terms import ObsTerm
+from ctrl_rl.tasks import register_task
+from ctrl_rl.tasks.rewards import weighted_sum
+
+from .arm_task import ArmLayout, ArmTask
+from .lift_config import LiftConfig
+from .rewards import held_steps, lift_terms
+
+CUBE = "cube"
+"""The cube's body, free joint (``cube_joint``), geom (``cube_geom``) and sensors (``object_pos``,
+``object_quat``)."""
+
+
+def add_cube(spec: mujoco.MjSpec, half_size: float, mass: float, frame: str) -> None:
+    """A free box of ``half_size`` and ``mass`` (colliding with the table and the arm's colliding geoms) and
+    two sensors, ``object_pos`` and ``object_quat``: its pose in body ``frame``'s frame. Its contacts take its
+    own friction (priority 1: the randomized sliding friction is the one that acts) with torsional and
+    rolling friction (condim 6, mjlab's fingertip values), so a pinched cube does not spin about the fingers."""
+    body = spec.worldbody.add_body(name=CUBE, pos=[0.3, 0.0, half_size])
+    body.add_freejoint(name=f"{CUBE}_joint")
+    body.add_geom(name=f"{CUBE}_geom", type=mujoco.mjtGeom.mjGEOM_BOX, size=[half_size] * 3, mass=mass,
+                  contype=1, conaffinity=1, condim=6, friction=[1.0, 5e-3, 5e-4], priority=1,
+                  rgba=[0.8, 0.2, 0.2, 1.0])
+    S, O = mujoco.mjtSensor, mujoco.mjtObj  # noqa: E741 - short names keep the lines readable
+    for name, kind in (("object_pos", S.mjSENS_FRAMEPOS), ("object_quat", S.mjSENS_FRAMEQUAT)):
+        spec.add_sensor(name=name, type=kind, objtype=O.mjOBJ_XBODY, objname=CUBE, reftype=O.mjOBJ_XBODY,
+                        refname=frame)
+    for key in spec.keys:  # keyframes keep their arm poses; the cube rests where the body puts it
+        if len(key.qpos):
+            key.qpos = [*key.qpos, 0.3, 0.0, half_size, 1.0, 0.0, 0.0, 0.0]
+        if len(key.qvel):
+            key.qvel = [*key.qvel, *[0.0] * 6]
+
+
+def yaw_quat(yaw: torch.Tensor) -> torch.Tensor:
+    """``[N, 4]`` quaternions (w, x, y, z) of turns by ``yaw [N]`` about the vertical."""
+    zero = torch.zeros_like(yaw)
+    return torch.stack([torch.cos(yaw / 2), zero, zero, torch.sin(yaw / 2)], -1)
+
+
+class LiftTask(ArmTask):
+    """Grasp the cube and hold it at the episode's target height (every actuated joint moves)."""
+
+    _BUFFERS = ("lift_target", "last_action", "held", "cube_pos")
+    _RANDOMIZED = ("geom_friction", "body_mass", "body_inertia")
+    """The model fields :meth:`randomize_model` draws per world (saved with the state)."""
+
+    def __init__(self, cfg: LiftConfig, robot: None, model: mujoco.MjModel, layout: ArmLayout, num_envs: int,
+                 device: torch.device) -> None:
+        super().__init__(cfg, model, layout, num_envs, device, action_dim=layout.arm.num_joints)
+        joint = model.joint(f"{CUBE}_joint")
+        self.cube_qadr, self.cube_dofadr = int(joint.qposadr[0]), int(joint.dofadr[0])
+        self.cube_body, self.cube_geom = model.body(CUBE).id, model.geom(f"{CUBE}_geom").id
+        self.start_ranges = self.tensor([cfg.cube_x, cfg.cube_y, cfg.cube_yaw]).T  # [2, 3]
+        self.height_range = self.tensor(cfg.lift_height)[:, None]  # [2, 1]
+        noise = 0.005 * cfg.obs_noise  # m: what a good object tracker gets wrong
+        self.set_obs_terms((*self.joint_terms(), ObsTerm("object_pose", 9, noise=noise),
+                            ObsTerm("object_to_ee", 3, noise=noise), ObsTerm("lift_command", 1),
+                            ObsTerm("last_action", self.action_dim)))
+        self.lift_target = torch.full((num_envs, 1), float(cfg.lift_height[0]), device=device)
+        """``[N, 1]``: each env's target height of the cube's centre above the table (m)."""
+        self.cube_pos = torch.zeros(num_envs, 3, device=device)
+        """The cube's position at the last step (base frame), which :meth:`check_simulation` reads."""
+        self._nominal: dict[str, torch.Tensor] = {}
+
+    @classmethod
+    def scene(cls, cfg: LiftConfig) -> Callable[[mujoco.MjSpec], None]:
+        """The cube (:func:`add_cube`), its mass the middle of ``cube_mass`` until :meth:`randomize_model`."""
+        frame = load_arm(cfg.arm).base_body
+        return lambda spec: add_cube(spec, cfg.cube_size, sum(cfg.cube_mass) / 2, frame)
+
+    def signals(self, physics: Any) -> dict[str, torch.Tensor]:
+        """The arm's signals and the cube's pose (``object_pose``, base frame) and the target height."""
+        sd = self.snapshot(physics)
+        pose = torch.cat([sd[:, self.sensors["object_pos"]], sd[:, self.sensors["object_quat"]]], -1)
+        return {**self.arm_signals(sd), "object_pose": pose, "lift_command": self.lift_target}
+
+    # -- hooks called by MjVecEnv ----------------------------------------------------------------
+    def randomize_model(self, physics: Any, gen: torch.Generator) -> None:
+        """Each world's cube friction and mass (inertia scaled with the mass), uniform in their ranges."""
+        c = self.cfg
+        if not self._nominal:
+            self._nominal = {k: physics.model_field(k).to(self.device) for k in self._RANDOMIZED}
+        friction, mass = self._nominal["geom_friction"].clone(), self._nominal["body_mass"].clone()
+        inertia = self._nominal["body_inertia"].clone()
+        drawn = self.uniform(gen, *self.tensor([c.cube_friction, c.cube_mass]).T)  # [N, 2]
+        friction[:, self.cube_geom, 0] = drawn[:, 0].to(friction.dtype)
+        ratio = drawn[:, 1].to(mass.dtype) / mass[:, self.cube_body]
+        mass[:, self.cube_body] *= ratio
+        inertia[:, self.cube_body] *= ratio[:, None]
+        for name, value in (("geom_friction", friction), ("body_mass", mass), ("body_inertia", inertia)):
+            physics.set_model_field(name, value)
+
+    def sample_initial_state(self, physics: Any, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """The arm's start (``ArmTask``) and the cube at rest on the table, its position and yaw uniform."""
+        qpos, qvel = super().sample_initial_state(physics, gen)
+        x, y, yaw = self.uniform(gen, *self.start_ranges).unbind(-1)
+        a = self.cube_qadr
+        qpos[:, a:a + 3] = torch.stack([x, y, torch.full_like(x, self.cfg.cube_size)], -1).to(qpos.dtype)
+        qpos[:, a + 3:a + 7] = yaw_quat(yaw).to(qpos.dtype)
+        return qpos, qvel
+
+    def reset_rows(self, rows: torch.Tensor, gen: torch.Generator) -> None:
+        """A fresh target height, no last action and no held steps for ``rows``."""
+        super().reset_rows(rows, gen)
+        height = self.uniform(gen, *self.height_range)
+        self.lift_target = torch.where(rows[:, None], height, self.lift_target)
+
+    def evaluate(self, physics: Any, episode_length: torch.Tensor,
+                 gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """Rewards and the success state for this step's cube and end effector; then the last action moves on."""
+        c, s = self.cfg, self.signals(physics)
+        self.cube_pos = s["object_pose"][:, :3]
+        distance = (self.cube_pos - s["ee_pos"]).norm(dim=-1)
+        height, target = self.cube_pos[:, 2], self.lift_target[:, 0]
+        error = (height - target).abs()
+        self.held = held_steps(self.held, error < c.success_tolerance)
+        terms = lift_terms(distance, height, c.cube_size, target, self._action, self.last_action, c.reach_std,
+                           c.approach_std, c.grasp_distance, c.height_std)
+        reward, log = weighted_sum(terms, c.rewards, self.active_rewards, self.step_dt, self.num_envs, self.device)
+        self.metrics = {"object_height": height, "height_error": error, "ee_object_distance": distance}
+        self.episode_metrics = {"success_rate": (self.held >= c.success_hold_steps).float()}
+        log.update({f"Metrics/{k}": v.mean() for k, v in self.metrics.items()})
+        self.last_action = self._action
+        s["last_action"] = self.last_action
+        self.post_step_signals = s
+        return reward, torch.zeros(self.num_envs, dtype=torch.bool, device=self.device), log
+
+    def check_simulation(self) -> None:
+        """A cube below the table or a non-finite one cannot be right."""
+        pos = self.cube_pos.cpu()
+        if not bool(torch.isfinite(pos).all()):
+            raise SimulationError("lift: the cube's position is not finite in env(s) "
+                                  f"{(~torch.isfinite(pos).all(-1)).nonzero().flatten().tolist()[:8]}; lower "
+                                  "task.kwargs.physics_dt or raise task.kwargs.solver_iterations")
+        fallen = pos[:, 2] < -self.cfg.cube_size
+        if bool(fallen.any()):
+            envs = fallen.nonzero().flatten().tolist()[:8]
+            raise SimulationError(f"lift: the cube fell through the table in env(s) {envs} (its centre at "
+                                  f"{float(pos[:, 2].min()):.3f} m); lower task.kwargs.physics_dt or raise "
+                                  "task.kwargs.solver_iterations")
+
+    def get_state(self, physics: Any) -> dict[str, Any]:
+        return {**super().get_state(physics), "model": {k: physics.model_field(k) for k in self._RANDOMIZED}}
+
+    def set_state(self, state: dict[str, Any], physics: Any) -> None:
+        super().set_state(state, physics)
+        for k, v in state["model"].items():
+            physics.set_model_field(k, v)
+
+    def deploy_metadata(self) -> dict[str, Any]:
+        """The arm's bundle entries (``ArmTask``) and what the cube is."""
+        c = self.cfg
+        return {**super().deploy_metadata(), "object": {"frame": self.arm.base_body, "half_size": c.cube_size,
+                                                       "lift_height": list(c.lift_height)}}
+
+
+register_task("lift", config=LiftConfig, task=LiftTask)

@@ -1,0 +1,53 @@
+"""The fuzz cases of an arm bundle (tests/deploy_fuzz.py runs them when its ``policy.onnx`` is an arm's):
+which of the legged cases an arm's node cannot meet, and the cases of its pose command and workspace box."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+from deploy_fuzz import Case, Robot, _corrupt, _js, _policy_runs
+
+from ctrl_rl.deploy import messages as m
+
+NOT_ON_ARM = {"NaN quaternion", "non-unit quaternion", "gyro 1e6 rad/s", "fallen over (tilt 90 deg)",
+              "NaN velocity command", "velocity command 1e9"}
+"""Cases an arm bundle's node cannot meet: it subscribes to no IMU and no velocity command (its pose command has
+cases of its own, :func:`arm_cases`); it observes no height scan either."""
+
+
+def _pose_command(make: Callable[[Robot], m.Float64MultiArray], faults: bool = True) -> Callable[[Robot], None]:
+    """Policy mode, then the arm's operator sends only ``make()`` targets: a fault, or (clipped) none."""
+    def run(robot: Robot) -> None:
+        robot.to_policy()
+        robot.pose_sample = lambda: make(robot)
+        if faults:
+            assert robot.wait_mode("damping", 5), robot.status
+        time.sleep(0.5)
+        assert faults or robot.status.get("mode") == "policy", robot.status
+    return run
+
+
+def _ee_outside(robot: Robot) -> None:
+    """Policy mode, then the arm reports a pose within its joint limits whose end effector lies outside the
+    workspace box: the node must not aim at it, and faults."""
+    limits = np.asarray(robot.limits)[robot.to_policy_order]  # policy order
+    rng = np.random.default_rng(0)
+    while True:
+        q = rng.uniform(limits[:, 0], limits[:, 1])
+        if not robot.arm.box.contains(robot.arm.chain.ee_pose(q)[0]):
+            break
+    _corrupt(robot, _js(robot, position=q[[robot.names.index(j) for j in robot.order]]))
+    assert robot.wait_mode("damping", 5), robot.status
+
+
+def arm_cases() -> list[Case]:
+    pose = lambda *v: (lambda r: m.Float64MultiArray(np.array(v, dtype=np.float64), []))  # noqa: E731
+    return [Case("pose command NaN", _pose_command(pose(*[np.nan] * 7)), "7 finite values"),
+            Case("pose command of 6 values", _pose_command(pose(*[0.0] * 6)), "7 finite values"),
+            Case("pose command quaternion of norm 2", _pose_command(pose(0.3, 0, 0.2, 2.0, 0, 0, 0)),
+                 "unit quaternion"),
+            Case("pose command 10 m away (clipped)", _pose_command(pose(10, 10, 10, 1, 0, 0, 0), faults=False), ""),
+            Case("policy outputs 1e6: workspace box", _policy_runs(), "workspace box", bundle="huge.onnx"),
+            Case("measured end effector outside the box", _ee_outside, "measured pose .* outside the workspace box")]
