@@ -119,3 +119,14 @@ def test_list_marks_every_sim_that_cannot_run_here_with_what_it_needs() -> None:
         assert row[sim].startswith(f"(unavailable: sim={sim} needs") and what in row[sim], (sim, row[sim])
     assert "unavailable" not in row["torch"] and "unavailable" not in row["mujoco"]
     assert "pendulum" in row["torch"] and "quadruped_velocity_flat" in row["mujoco"]
+
+
+def test_a_torch_task_exports_without_mujoco(tmp_path) -> None:
+    """The quickstart's `ctrl-rl export` on the pendulum needs no simulator extra (the arm bundles' forward
+    kinematics import MuJoCo only for an arm bundle)."""
+    from ctrl_rl.app.train import train
+
+    run = train(["task=pendulum", "env.num_envs=8", "algo.num_steps_per_env=8", "runner.max_iterations=1",
+                 "runner.progress=false", f"runner.log_root={tmp_path}"])
+    r = _cli("mujoco", "export", str(run))
+    assert r.returncode == 0 and (run / "exported" / "policy.onnx").is_file(), r.stderr[-2000:]

@@ -21,7 +21,6 @@ from ctrl_rl.export.onnx_policy import export_onnx
 from ctrl_rl.nets.actor_critic import concat_groups
 from ctrl_rl.nets.chunk import ChunkExecutor
 from ctrl_rl.nets.memory import StatefulPolicy
-from ctrl_rl.robots.arm import build_arm_model, load_arm
 from ctrl_rl.robots.packages import SCHEME
 from ctrl_rl.runners.episodes import episodes_ended
 
@@ -40,6 +39,8 @@ def arm_bundle_metadata(meta: dict[str, Any], bundle: Path) -> dict[str, Any]:
     site, read off the training model (the deploy node's forward kinematics, ``deploy/arm_kinematics.py``),
     and ``arm_config`` with its MJCF kept as a ``pkg:`` reference or made relative to ``bundle``'s folder (a
     run that moves together with its MJCF still runs in sim2sim)."""
+    from ctrl_rl.robots.arm import build_arm_model, load_arm  # optional: mujoco (arm bundles only)
+
     config = dict(meta["arm_config"])
     with tempfile.TemporaryDirectory(prefix="ctrl_rl_export_") as tmp:
         arm = load_arm(bundle_robot({"arm_config": config}, Path(tmp)))
