@@ -83,7 +83,7 @@ def test_a_filtered_bundle_filters_as_training_did(tmp_path):
     as last_action, and the bundle carries f so RobotPolicy turns the same actions into the same targets
     (checked against the filter written out by hand in :func:`reproduce`), through resets."""
     rp = RobotPolicy(tiny_bundle(tmp_path, TASK, "task.kwargs.action_filter=0.5"))
-    assert rp.action_filter == 0.5
+    assert rp.filter.weight == 0.5
     reproduce(rp, TASK, steps=60, action_filter=0.5)
 
 

@@ -87,10 +87,9 @@ class RobotPolicy:
         """One value or one per joint (a robot YAML's ``action_scale``)."""
         clip = meta.get("action_clip")
         self.action_clip = None if clip is None else float(clip)
-        self.action_filter = float(meta.get("action_filter", 0.0))  # bundles before it: no filter
-        """Weight of the last applied action in the next (``task.kwargs.action_filter``), in [0, 1)."""
+        weight = float(meta.get("action_filter", 0.0))  # bundles before it: no filter
         hz = float(meta.get("action_lowpass_hz", 0.0))  # bundles before it: no low-pass
-        check_action_filters(self.action_filter, hz, "bundle metadata")
+        check_action_filters(weight, hz, "bundle metadata")
         self.kp = np.asarray(meta["kp"], dtype=np.float64)
         self.kd = np.asarray(meta["kd"], dtype=np.float64)
         self.control_dt = float(meta["control_dt"])
@@ -106,7 +105,7 @@ class RobotPolicy:
                              "joints (action_joints, or joint_names); re-export it with `ctrl-rl export <run>`")
         self.last_action = np.zeros(len(acting))
         self.action_before = np.zeros(len(acting))  # the filters' output state: the last two applied actions
-        self.filter = ActionFilter(self.action_filter, hz, self.control_dt, lambda: np.zeros(len(acting)))
+        self.filter = ActionFilter(weight, hz, self.control_dt, lambda: np.zeros(len(acting)))
         """The filter training ran (``robots/action_filter.py``), its input state from rest."""
         period = meta.get("gait_period")
         self.gait_period = None if period is None else float(period)
