@@ -99,6 +99,13 @@ class PPOConfig(MemoryConfig, AcceleratedConfig, GaussianPolicyConfig, ActorCrit
     weight. A target needs no tuning per robot: the weight falls away while the policy learns to walk
     (its mean barely moves) and rises once it starts to jitter."""
 
+    lipschitz_coef: float = 0.0
+    """Weight of the Lipschitz penalty on the actor's mean (LCP, Chen et al. 2024): the squared Frobenius
+    norm of its Jacobian with respect to the normalized observation, probed with each sample's exploration
+    noise (``algos/losses.py: jacobian_penalty``). A policy that cannot answer small changes of its
+    observation sharply cannot chatter tick to tick on a clean state: what the gait report's ``action
+    smoothness`` measures. 0: off (rsl_rl has none). Feed-forward Gaussian policies."""
+
     symmetric: ClassVar[bool] = True
     """Takes ``algo.symmetry``: the learners whose policy is not a Gaussian on the env's observations say no."""
 
@@ -119,6 +126,10 @@ class PPOConfig(MemoryConfig, AcceleratedConfig, GaussianPolicyConfig, ActorCrit
         _check(self.smoothness_coef == 0 or self.rnn_type == "none", f"{p}.smoothness_coef",
                "pairs each step with its neighbours in a feed-forward minibatch; with a recurrent policy "
                "(algo.rnn_type) set it to 0")
+        _check(self.lipschitz_coef >= 0, f"{p}.lipschitz_coef", f"must be >= 0 (0 turns it off), got "
+               f"{self.lipschitz_coef}")
+        _check(self.lipschitz_coef == 0 or self.rnn_type == "none", f"{p}.lipschitz_coef",
+               "differentiates a feed-forward actor's mean; with a recurrent policy (algo.rnn_type) set it to 0")
         _check(self.smoothness_start >= 0, f"{p}.smoothness_start", f"must be >= 0, got {self.smoothness_start}")
         _check(self.smoothness_target is None or (self.smoothness_target > 0 and self.smoothness_coef > 0),
                f"{p}.smoothness_target", "must be > 0 (or null), with algo.smoothness_coef > 0 as its starting "

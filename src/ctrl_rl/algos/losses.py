@@ -190,3 +190,17 @@ def action_smoothness_loss(prev_mean: torch.Tensor, mean: torch.Tensor, next_mea
     d2 = ((next_mean - 2.0 * mean + prev_mean) ** 2).mean(-1)
     w = valid.to(d2.dtype)
     return (d2 * w).sum() / w.sum().clamp(min=1.0)
+
+
+def jacobian_penalty(outputs: torch.Tensor, inputs: torch.Tensor, probe: torch.Tensor) -> torch.Tensor:
+    """The Lipschitz penalty of LCP (Chen et al. 2024, "Learning Smooth Humanoid Locomotion through
+    Lipschitz-Constrained Policies"): ``mean over the batch of ||d outputs_b / d inputs_b||_F^2``, estimated
+    with one probe per sample (Hutchinson: ``E ||J^T v||^2 = ||J||_F^2`` for ``v ~ N(0, I)``).
+
+    ``outputs`` ``[B, A]`` computed row by row from ``inputs`` ``[B, D]`` (which requires grad); ``probe``
+    ``[B, A]``. Differentiable (``create_graph``), so the penalty trains the network. LCP penalizes the
+    gradient of ``log pi(a | s)``, which for a Gaussian is ``J^T eps / sigma``: the same probe (the
+    exploration noise ``eps``) without the ``1 / sigma`` factor, so the weight keeps one meaning as the
+    policy's std shrinks. A linear map ``x W^T`` with probe ``e_k`` gives ``||W[k]||^2``."""
+    (grad,) = torch.autograd.grad((outputs * probe).sum(), inputs, create_graph=True)
+    return grad.square().sum(-1).mean()

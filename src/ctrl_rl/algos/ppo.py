@@ -29,6 +29,7 @@ from ctrl_rl.algos.losses import (
     action_smoothness_loss,
     compute_gae,
     explained_variance,
+    jacobian_penalty,
     smoothness_neighbours,
     value_loss,
 )
@@ -100,6 +101,9 @@ class PPO(Learner):
         self.last_sampling_error: float | None = None
         if cfg.smoothness_coef > 0 and not self.head.gaussian:
             raise ValueError(f"algo.smoothness_coef: {cfg.name}'s policy has no Gaussian mean to smooth; set it to 0")
+        if cfg.lipschitz_coef > 0 and not hasattr(self.model.actor, "normalized_mean"):
+            raise ValueError(f"algo.lipschitz_coef: {cfg.name}'s actor has no Gaussian mean on its observation to "
+                             "differentiate; set it to 0")
         self.smoothness_weight = torch.tensor(float(cfg.smoothness_coef), device=self.device)
         """The smoothness loss's weight: ``smoothness_coef``, steered by ``smoothness_target`` (a device tensor a
         compiled loss reads as an input, updated in place; checkpointed)."""
@@ -305,6 +309,15 @@ class PPO(Learner):
             stats["smoothness"] = smooth.detach()
         return loss, {"value": v_loss.detach(), "surrogate": surrogate.detach(), "entropy": entropy.detach(), **stats}
 
+    def lipschitz_penalty(self, mb: Minibatch) -> torch.Tensor:
+        """``algo.lipschitz_coef``'s penalty on ``mb`` (as collected): the actor mean's squared Jacobian norm
+        per unit of the normalized observation, probed with each sample's exploration noise
+        ``(a - mu_old) / sigma_old ~ N(0, I)`` (``losses.jacobian_penalty``). Eager, outside the compiled
+        loss: ``torch.compile`` has no double backward."""
+        actor = self.model.actor
+        x = actor.normalizer(mb.actor_obs).detach().requires_grad_(True)
+        return jacobian_penalty(actor.normalized_mean(x), x, (mb.actions - mb.old_mean) / mb.old_std)
+
     def critic_loss(self, mb: Minibatch) -> torch.Tensor:
         """The (optionally clipped) value loss on ``mb``, in the critic's normalized units if any."""
         values = self.model.critic(mb.critic_obs)
@@ -318,7 +331,12 @@ class PPO(Learner):
     def _update_minibatch(self, mb: Minibatch) -> dict[str, torch.Tensor]:
         """One gradient step: loss, backward, all-reduce (gradients and KL), the adaptive-KL learning
         rate, clip, Adam."""
-        loss, stats = self._loss(mb, self.num_updates < self.cfg.critic_warmup)
+        critic_only = self.num_updates < self.cfg.critic_warmup
+        loss, stats = self._loss(mb, critic_only)
+        if self.cfg.lipschitz_coef > 0 and not critic_only:
+            lipschitz = self.lipschitz_penalty(mb)
+            loss = loss + self.cfg.lipschitz_coef * lipschitz
+            stats["lipschitz"] = lipschitz.detach()
         kl = stats.pop("kl", None)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()

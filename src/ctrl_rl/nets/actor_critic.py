@@ -71,6 +71,11 @@ class GaussianActor(nn.Module):
             mean, log_std = out.split(self.action_dim, dim=-1)
         return mean, log_std.clamp(self.min_log_std, self.max_log_std).exp()
 
+    def normalized_mean(self, x: torch.Tensor) -> torch.Tensor:
+        """The mean action for already-normalized observations ``x``: the input the Lipschitz penalty
+        (``algo.lipschitz_coef``) differentiates against, one observation std per unit."""
+        return self.net(x)[..., : self.action_dim]
+
     @torch.no_grad()
     def reset_std(self, std: float) -> None:
         """Set the std to ``std`` in every state and leave the mean as it is: fresh exploration for a

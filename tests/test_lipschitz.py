@@ -1,0 +1,90 @@
+"""``algo.lipschitz_coef``: LCP's Lipschitz penalty on the actor's mean (the squared norm of its Jacobian with
+respect to the normalized observation), a smoothness prior that does not read the rollout's neighbours."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_smoothness import fill_alternating
+
+from ctrl_rl.algos.losses import jacobian_penalty
+from ctrl_rl.algos.ppo import PPO
+from ctrl_rl.app.train import train
+from ctrl_rl.config import ConfigError
+from ctrl_rl.config_onpolicy import PPOConfig
+
+W = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+
+
+def linear(x: torch.Tensor) -> torch.Tensor:
+    return x @ W.T
+
+
+def test_the_penalty_of_a_linear_map_by_hand():
+    x = torch.randn(3, 2, requires_grad=True)  # a linear map's Jacobian is W wherever it is taken
+    e0 = torch.tensor([[1.0, 0.0]]).expand(3, 2)
+    assert jacobian_penalty(linear(x), x, e0).item() == pytest.approx(1 + 4)  # ||W[0]||^2
+    assert jacobian_penalty(linear(x), x, e0.flip(-1)).item() == pytest.approx(9 + 16)  # ||W[1]||^2
+    # probe (1, 1): W^T v = (4, 6) -> 52; per-sample probes average over the batch: (5 + 25 + 52) / 3
+    probe = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    assert jacobian_penalty(linear(x), x, probe).item() == pytest.approx((5 + 25 + 52) / 3)
+
+
+def test_normal_probes_estimate_the_frobenius_norm():
+    x = torch.zeros(20000, 2, requires_grad=True)
+    probe = torch.randn(20000, 2, generator=torch.Generator().manual_seed(0))
+    assert jacobian_penalty(linear(x), x, probe).item() == pytest.approx(30.0, rel=0.03)  # ||W||_F^2 = 30
+
+
+def test_each_sample_is_differentiated_at_its_own_input():
+    """A nonlinear map: the penalty with basis probes equals the exact per-sample Jacobian rows, and it
+    has a gradient with respect to the map's weights (it trains the network)."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    x = torch.randn(4, 3, requires_grad=True)
+    probe = torch.tensor([[1.0, 0.0]] * 4)
+    exact = torch.stack([torch.autograd.functional.jacobian(net, x[b])[0] for b in range(4)])  # [4, 3]
+    penalty = jacobian_penalty(net(x), x, probe)
+    assert penalty.item() == pytest.approx(float(exact.square().sum(-1).mean()), rel=1e-5)
+    penalty.backward()
+    assert net[0].weight.grad is not None and float(net[0].weight.grad.abs().sum()) > 0
+
+
+def test_settings_are_checked():
+    with pytest.raises(ConfigError, match="algo.lipschitz_coef: must be >= 0"):
+        PPOConfig(lipschitz_coef=-1.0)
+    with pytest.raises(ConfigError, match="algo.lipschitz_coef: differentiates a feed-forward"):
+        PPOConfig(lipschitz_coef=1.0, rnn_type="gru")
+
+
+def test_the_penalty_flattens_a_steep_policy():
+    """No reward to chase: the penalty alone takes a linear policy of slope 0.5 (penalty = 0.25 E[eps^2])
+    towards slope 0, and the PPO stats report it."""
+    cfg = PPOConfig(num_steps_per_env=8, actor_hidden=[], critic_hidden=[8], normalize_obs=False, entropy_coef=0.0,
+                    lipschitz_coef=1.0, num_minibatches=1, num_learning_epochs=1, schedule="fixed",
+                    learning_rate=0.05)
+    alg = PPO(cfg, {"policy": 1}, 1, num_envs=4, device="cpu")
+    with torch.no_grad():
+        alg.model.actor.net[-1].weight.fill_(0.5)
+        alg.model.actor.net[-1].bias.zero_()
+    fill_alternating(alg, 8, 4)
+    first = alg.update()["lipschitz"]
+    assert 0.05 < first < 1.0  # 0.25 x the mean squared exploration noise of 32 samples
+    for _ in range(30):
+        fill_alternating(alg, 8, 4)
+        alg.update()
+    assert abs(alg.model.actor.net[-1].weight.item()) < 0.1
+
+
+def test_training_logs_the_penalty_and_non_gaussian_policies_refuse_it(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    common = ["env.num_envs=8", "algo.num_steps_per_env=8", "runner.max_iterations=2", "runner.progress=false",
+              "algo.actor_hidden=[16]", "algo.critic_hidden=[16]", f"runner.log_root={tmp_path}"]
+    run = train(["task=pendulum", "algo.lipschitz_coef=0.01", "algo.symmetry=none", *common])
+    ea = EventAccumulator(str(run))
+    ea.Reload()
+    values = [e.value for e in ea.Scalars("Loss/lipschitz")]
+    assert len(values) == 2 and all(v >= 0 for v in values)
+    with pytest.raises(ValueError, match="algo.lipschitz_coef: fpo's actor has no Gaussian mean"):
+        train(["algo=fpo", "task=pendulum", "algo.lipschitz_coef=1.0", *common])
