@@ -9,6 +9,7 @@ from test_smoothness import fill_alternating
 
 from ctrl_rl.algos.losses import jacobian_penalty
 from ctrl_rl.algos.ppo import PPO
+from ctrl_rl.algos.schedule import ramp_weight
 from ctrl_rl.app.train import train
 from ctrl_rl.config import ConfigError
 from ctrl_rl.config_onpolicy import PPOConfig
@@ -88,3 +89,22 @@ def test_training_logs_the_penalty_and_non_gaussian_policies_refuse_it(tmp_path)
     assert len(values) == 2 and all(v >= 0 for v in values)
     with pytest.raises(ValueError, match="algo.lipschitz_coef: fpo's actor has no Gaussian mean"):
         train(["algo=fpo", "task=pendulum", "algo.lipschitz_coef=1.0", *common])
+
+
+def test_the_weight_waits_and_ramps():
+    assert [ramp_weight(0.02, u, 3, 4) for u in (0, 2)] == [0.0, 0.0]
+    assert [ramp_weight(0.02, u, 3, 4) for u in (3, 4, 6, 50)] == pytest.approx([0.005, 0.01, 0.02, 0.02])
+    assert ramp_weight(0.02, 3, 3, 0) == 0.02  # no ramp: at once
+    with pytest.raises(ConfigError, match="algo.lipschitz_start: lipschitz_start and lipschitz_ramp must be >= 0"):
+        PPOConfig(lipschitz_ramp=-1)
+
+
+def test_the_penalty_starts_at_its_update():
+    cfg = PPOConfig(num_steps_per_env=8, actor_hidden=[], critic_hidden=[8], normalize_obs=False,
+                    lipschitz_coef=0.5, lipschitz_start=2, lipschitz_ramp=2, learning_rate=1e-4)
+    alg = PPO(cfg, {"policy": 1}, 1, num_envs=4, device="cpu")
+    seen = []
+    for _ in range(4):
+        fill_alternating(alg, 8, 4)
+        seen.append(("lipschitz" in alg.update(), float(alg.lipschitz_weight)))
+    assert seen == [(False, 0.0), (False, 0.0), (True, 0.25), (True, 0.5)]

@@ -105,6 +105,10 @@ class PPOConfig(MemoryConfig, AcceleratedConfig, GaussianPolicyConfig, ActorCrit
     noise (``algos/losses.py: jacobian_penalty``). A policy that cannot answer small changes of its
     observation sharply cannot chatter tick to tick on a clean state: what the gait report's ``action
     smoothness`` measures. 0: off (rsl_rl has none). Feed-forward Gaussian policies."""
+    lipschitz_start: int = 0
+    """Updates before the Lipschitz penalty starts (the policy first learns to stand and walk)."""
+    lipschitz_ramp: int = 0
+    """Updates over which its weight then rises linearly to ``lipschitz_coef`` (LCP's schedule); 0: at once."""
 
     symmetric: ClassVar[bool] = True
     """Takes ``algo.symmetry``: the learners whose policy is not a Gaussian on the env's observations say no."""
@@ -130,6 +134,8 @@ class PPOConfig(MemoryConfig, AcceleratedConfig, GaussianPolicyConfig, ActorCrit
                f"{self.lipschitz_coef}")
         _check(self.lipschitz_coef == 0 or self.rnn_type == "none", f"{p}.lipschitz_coef",
                "differentiates a feed-forward actor's mean; with a recurrent policy (algo.rnn_type) set it to 0")
+        _check(self.lipschitz_start >= 0 and self.lipschitz_ramp >= 0, f"{p}.lipschitz_start",
+               f"lipschitz_start and lipschitz_ramp must be >= 0, got {self.lipschitz_start}, {self.lipschitz_ramp}")
         _check(self.smoothness_start >= 0, f"{p}.smoothness_start", f"must be >= 0, got {self.smoothness_start}")
         _check(self.smoothness_target is None or (self.smoothness_target > 0 and self.smoothness_coef > 0),
                f"{p}.smoothness_target", "must be > 0 (or null), with algo.smoothness_coef > 0 as its starting "

@@ -36,7 +36,7 @@ from ctrl_rl.algos.losses import (
 from ctrl_rl.algos.precision import update_precision
 from ctrl_rl.algos.registry import register_learner
 from ctrl_rl.algos.rollouts import OneRollout
-from ctrl_rl.algos.schedule import LearningRate, adapt_weight
+from ctrl_rl.algos.schedule import LearningRate, adapt_weight, ramp_weight
 from ctrl_rl.algos.symmetry import Symmetry, mirror_loss, mirror_minibatch
 from ctrl_rl.config_onpolicy import PPOConfig
 from ctrl_rl.env import Obs
@@ -107,6 +107,10 @@ class PPO(Learner):
         self.smoothness_weight = torch.tensor(float(cfg.smoothness_coef), device=self.device)
         """The smoothness loss's weight: ``smoothness_coef``, steered by ``smoothness_target`` (a device tensor a
         compiled loss reads as an input, updated in place; checkpointed)."""
+        self.lipschitz_weight = torch.zeros((), device=self.device)
+        """The Lipschitz penalty's weight this update (``algo.lipschitz_*``; a device tensor a captured step reads)."""
+        self.lipschitz_active = False
+        """Whether this update adds the penalty: from ``lipschitz_start`` on; always with CUDA graphs (one graph)."""
         self.symmetry: Symmetry | None = None
         """The mirror maps of ``algo.symmetry`` (set by :meth:`set_mirror`), None without it."""
         self._loss = torch.compile(self.minibatch_loss) if cfg.compile else self.minibatch_loss
@@ -220,6 +224,10 @@ class PPO(Learner):
         smoothing = cfg.smoothness_coef > 0 and self.num_updates >= cfg.smoothness_start
         if smoothing:
             batch.update(self._neighbours())
+        if cfg.lipschitz_coef > 0:
+            weight = ramp_weight(cfg.lipschitz_coef, self.num_updates, cfg.lipschitz_start, cfg.lipschitz_ramp)
+            self.lipschitz_weight.fill_(weight)
+            self.lipschitz_active = weight > 0 or cfg.cudagraphs
         out_pre: dict[str, float] = {}
         if cfg.sampling_error_steps > 0:  # measured on the data before it trains the policy
             if self.num_updates % cfg.sampling_error_interval == 0:
@@ -333,9 +341,9 @@ class PPO(Learner):
         rate, clip, Adam."""
         critic_only = self.num_updates < self.cfg.critic_warmup
         loss, stats = self._loss(mb, critic_only)
-        if self.cfg.lipschitz_coef > 0 and not critic_only:
+        if self.lipschitz_active and not critic_only:
             lipschitz = self.lipschitz_penalty(mb)
-            loss = loss + self.cfg.lipschitz_coef * lipschitz
+            loss = loss + self.lipschitz_weight * lipschitz
             stats["lipschitz"] = lipschitz.detach()
         kl = stats.pop("kl", None)
         self.optimizer.zero_grad(set_to_none=True)

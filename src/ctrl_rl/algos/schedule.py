@@ -74,3 +74,11 @@ def adapt_weight(weight: float, measured: float, target: float,
     unchanged otherwise); within ``bounds``."""
     step = adaptive_kl_learning_rate(1.0 / weight, measured, target, 1.5, 1.0 / bounds[1], 1.0 / bounds[0])
     return 1.0 / float(step)
+
+
+def ramp_weight(weight: float, update: int, start: int, ramp: int) -> float:
+    """A penalty's weight at ``update``: 0 before ``start``, then rising linearly to ``weight`` over ``ramp``
+    updates (at once with ``ramp`` 0). The first ramped update trains with ``weight / ramp``."""
+    if update < start:
+        return 0.0
+    return weight * min(1.0, (update - start + 1) / ramp) if ramp > 0 else weight
