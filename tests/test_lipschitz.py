@@ -97,6 +97,8 @@ def test_the_weight_waits_and_ramps():
     assert ramp_weight(0.02, 3, 3, 0) == 0.02  # no ramp: at once
     with pytest.raises(ConfigError, match="algo.lipschitz_start: lipschitz_start and lipschitz_ramp must be >= 0"):
         PPOConfig(lipschitz_ramp=-1)
+    with pytest.raises(ConfigError, match=r"algo.lipschitz_fraction: must be in \(0, 1\]"):
+        PPOConfig(lipschitz_fraction=0.0)
 
 
 def test_the_penalty_starts_at_its_update():
@@ -108,3 +110,16 @@ def test_the_penalty_starts_at_its_update():
         fill_alternating(alg, 8, 4)
         seen.append(("lipschitz" in alg.update(), float(alg.lipschitz_weight)))
     assert seen == [(False, 0.0), (False, 0.0), (True, 0.25), (True, 0.5)]
+
+
+def test_a_fraction_of_the_minibatch_estimates_the_same_penalty():
+    """A linear policy has one Jacobian everywhere: on a quarter of the samples the estimate is the same up to
+    the probes' sampling noise (slope 0.5: 0.25 x E[eps^2] = 0.25)."""
+    for fraction in (1.0, 0.25):
+        cfg = PPOConfig(num_steps_per_env=64, actor_hidden=[], critic_hidden=[8], normalize_obs=False,
+                        lipschitz_coef=1e-6, lipschitz_fraction=fraction, num_minibatches=1, num_learning_epochs=1)
+        alg = PPO(cfg, {"policy": 1}, 1, num_envs=64, device="cpu", seed=3)
+        with torch.no_grad():
+            alg.model.actor.net[-1].weight.fill_(0.5)
+        fill_alternating(alg, 64, 64)
+        assert alg.update()["lipschitz"] == pytest.approx(0.25, rel=0.15)

@@ -109,6 +109,9 @@ class PPOConfig(MemoryConfig, AcceleratedConfig, GaussianPolicyConfig, ActorCrit
     """Updates before the Lipschitz penalty starts (the policy first learns to stand and walk)."""
     lipschitz_ramp: int = 0
     """Updates over which its weight then rises linearly to ``lipschitz_coef`` (LCP's schedule); 0: at once."""
+    lipschitz_fraction: float = 1.0
+    """Fraction of each minibatch the penalty is estimated on (its first samples; minibatches are drawn at
+    random): the estimate stays unbiased and its double backward costs that fraction."""
 
     symmetric: ClassVar[bool] = True
     """Takes ``algo.symmetry``: the learners whose policy is not a Gaussian on the env's observations say no."""
@@ -136,6 +139,8 @@ class PPOConfig(MemoryConfig, AcceleratedConfig, GaussianPolicyConfig, ActorCrit
                "differentiates a feed-forward actor's mean; with a recurrent policy (algo.rnn_type) set it to 0")
         _check(self.lipschitz_start >= 0 and self.lipschitz_ramp >= 0, f"{p}.lipschitz_start",
                f"lipschitz_start and lipschitz_ramp must be >= 0, got {self.lipschitz_start}, {self.lipschitz_ramp}")
+        _check(0 < self.lipschitz_fraction <= 1, f"{p}.lipschitz_fraction",
+               f"must be in (0, 1], got {self.lipschitz_fraction}")
         _check(self.smoothness_start >= 0, f"{p}.smoothness_start", f"must be >= 0, got {self.smoothness_start}")
         _check(self.smoothness_target is None or (self.smoothness_target > 0 and self.smoothness_coef > 0),
                f"{p}.smoothness_target", "must be > 0 (or null), with algo.smoothness_coef > 0 as its starting "

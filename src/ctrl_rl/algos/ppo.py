@@ -322,9 +322,9 @@ class PPO(Learner):
         per unit of the normalized observation, probed with each sample's exploration noise
         ``(a - mu_old) / sigma_old ~ N(0, I)`` (``losses.jacobian_penalty``). Eager, outside the compiled
         loss: ``torch.compile`` has no double backward."""
-        actor = self.model.actor
-        x = actor.normalizer(mb.actor_obs).detach().requires_grad_(True)
-        return jacobian_penalty(actor.normalized_mean(x), x, (mb.actions - mb.old_mean) / mb.old_std)
+        actor, n = self.model.actor, max(1, int(len(mb.actions) * self.cfg.lipschitz_fraction))
+        x = actor.normalizer(mb.actor_obs[:n]).detach().requires_grad_(True)
+        return jacobian_penalty(actor.normalized_mean(x), x, (mb.actions[:n] - mb.old_mean[:n]) / mb.old_std[:n])
 
     def critic_loss(self, mb: Minibatch) -> torch.Tensor:
         """The (optionally clipped) value loss on ``mb``, in the critic's normalized units if any."""
