@@ -168,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description=COLLECT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("policy", nargs="?", default=None,
                    help="'latest', a run directory, a model_<it>.pt, an exported policy.onnx, 'random', or "
-                        "'scripted' (the task's scripted expert: reach, lift)")
+                        "'scripted' (the task's scripted expert: reach, lift, insert)")
     p.add_argument("--output", required=True,
                    help="a .hdf5/.h5 file, or minari:<namespace>/<name>-vN (written under $MINARI_DATASETS_PATH, "
                         "default ~/.minari/datasets)")

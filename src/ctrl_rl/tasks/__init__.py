@@ -11,8 +11,9 @@ the family's ``tune/``, its tuned settings per learner (no file in ``configs/`` 
                        (curriculum, height scan, gait rewards and signals, standing pose)
         tune/          <algo>_<task>[_<preset>].yaml
       manipulation/    arms (``ctrl_rl.robots.arm``; sim=mujoco, sim=mjwarp): reach.py (reach, an end-effector
-                       pose target on i2rt's YAM), lift.py (lift, a cube to a target height), their configs,
-                       rewards, shared base (arm_task.py) and scripted experts (experts.py)
+                       pose target on i2rt's YAM), lift.py (lift, a cube to a target height), insert.py (insert,
+                       a held peg into a hole with 1 mm of clearance per side), their configs, rewards, shared
+                       base (arm_task.py) and scripted experts (experts.py)
         tune/
       classic/         pure-torch classic control (sim=torch): pendulum, cartpole, point_mass, bandit
         tune/

@@ -1,12 +1,15 @@
-"""What every arm task does the same way, written once: :class:`ArmTask`, the base of ``ReachTask`` and
-``LiftTask``.
+"""What every arm task does the same way, written once: :class:`ArmTask`, the base of ``ReachTask``,
+``LiftTask`` and ``InsertTask``.
 
 An arm task (the task contract, ``ctrl_rl.task``) loads its arm (``ctrl_rl.robots.arm``) and, where it has
-one, its scene (a lift task's cube) into one model; starts each episode from the default pose with random
-joint offsets; turns clipped actions into joint position targets (offsets from the default pose, the
-joints it does not move held at their defaults); observes the terms of ``ctrl_rl.robots.terms`` with
-uniform noise on the policy's group; and keeps its buffers for a checkpoint. A task adds its draws, its
-signals, its rewards and its success rule.
+one, its scene (a lift task's cube, an insert task's peg and socket) into one model; starts each episode from
+the default pose with random joint offsets; turns clipped actions into joint position targets (offsets from
+the default pose, the joints it does not move held at their rest targets); observes the terms of
+``ctrl_rl.robots.terms`` with uniform noise on the policy's group; draws an object's friction and mass per
+world (:meth:`ArmTask.randomize_object`); ends each step the same way (:meth:`ArmTask.finish_step`: weighted
+rewards, metrics, the success hold); refuses an object below the table (:func:`check_object`); and keeps its
+buffers (and randomized model fields) for a checkpoint. A task adds its draws, its signals, its rewards and
+its success rule.
 """
 
 from __future__ import annotations
@@ -18,11 +21,45 @@ from typing import Any, ClassVar, NamedTuple
 import mujoco
 import torch
 
+from ctrl_rl.env import SimulationError
 from ctrl_rl.robots.arm import ArmRobot, arm_indices, build_arm_model, load_arm, rest_qpos
 from ctrl_rl.robots.robot import SensorLayout
 from ctrl_rl.robots.terms import ObsTerm, compute_obs
+from ctrl_rl.tasks.rewards import weighted_sum
 
 from .arm_config import ArmTaskConfig
+from .rewards import held_steps
+
+
+def add_pose_sensors(spec: mujoco.MjSpec, prefix: str, objtype: mujoco.mjtObj, objname: str, frame: str) -> None:
+    """Two sensors, ``<prefix>_pos`` and ``<prefix>_quat``: the pose of ``objname`` (a body's frame or a site)
+    in body ``frame``'s frame."""
+    S, O = mujoco.mjtSensor, mujoco.mjtObj  # noqa: E741 - short names keep the lines readable
+    for name, kind in ((f"{prefix}_pos", S.mjSENS_FRAMEPOS), (f"{prefix}_quat", S.mjSENS_FRAMEQUAT)):
+        spec.add_sensor(name=name, type=kind, objtype=objtype, objname=objname, reftype=O.mjOBJ_XBODY, refname=frame)
+
+
+def extend_keyframes(spec: mujoco.MjSpec, qpos: Sequence[float], nv: int) -> None:
+    """Keyframes keep their arm poses; the coordinates a scene adds (``qpos``, ``nv`` velocities) are appended."""
+    for key in spec.keys:
+        if len(key.qpos):
+            key.qpos = [*key.qpos, *qpos]
+        if len(key.qvel):
+            key.qvel = [*key.qvel, *[0.0] * nv]
+
+
+def check_object(task: str, what: str, pos: torch.Tensor, lowest: float) -> None:
+    """A ``SimulationError`` naming the envs where ``pos [N, 3]`` (an object's point, base frame) is not finite
+    or lies below ``lowest`` (m; the table is at 0): it fell through the table, which cannot be right."""
+    pos = pos.cpu()
+    fix = "lower task.kwargs.physics_dt or raise task.kwargs.solver_iterations"
+    if not bool(torch.isfinite(pos).all()):
+        raise SimulationError(f"{task}: the {what}'s position is not finite in env(s) "
+                              f"{(~torch.isfinite(pos).all(-1)).nonzero().flatten().tolist()[:8]}; {fix}")
+    fallen = pos[:, 2] < lowest
+    if bool(fallen.any()):
+        raise SimulationError(f"{task}: the {what} fell through the table in env(s) "
+                              f"{fallen.nonzero().flatten().tolist()[:8]} (at {float(pos[:, 2].min()):.3f} m); {fix}")
 
 
 class ArmLayout(NamedTuple):
@@ -42,6 +79,8 @@ class ArmTask:
     robot = None  # an arm has no legged robot's derived size (the bundle carries ``arm_config``)
     _BUFFERS: ClassVar[tuple[str, ...]] = ("last_action", "held")
     """The buffers a later step reads: what :meth:`get_state` saves."""
+    _RANDOMIZED: ClassVar[tuple[str, ...]] = ()
+    """The model fields the task draws per world (:meth:`randomize_object`), saved with the state."""
 
     def __init__(self, cfg: ArmTaskConfig, model: mujoco.MjModel, layout: ArmLayout, num_envs: int,
                  device: torch.device, action_dim: int) -> None:
@@ -56,6 +95,8 @@ class ArmTask:
         self.rest_qpos = self.tensor(rest_qpos(model, arm))
         self.arm_qadr = torch.as_tensor(arm_indices(model, arm.arm_joints)[0], device=device)
         self.default_pose = self.tensor(arm.default_pose)
+        self.rest_targets = self.default_pose.clone()
+        """Joint targets at zero action: the default pose (a task may hold its gripper elsewhere)."""
         self.action_scale = self.tensor(arm.action_scales[:action_dim])
         self.joint_limits = model.jnt_range[[model.joint(j).id for j in arm.joint_names]]
         self.arm_limits = self.tensor(self.joint_limits[:n_arm]).T  # [2, n_arm]
@@ -71,6 +112,7 @@ class ArmTask:
         self.metrics: dict[str, torch.Tensor] = {}
         self.episode_metrics: dict[str, torch.Tensor] = {}
         self.post_step_signals: dict[str, torch.Tensor] | None = None
+        self._nominal: dict[str, torch.Tensor] = {}
 
     def tensor(self, x: Any) -> torch.Tensor:
         """``x`` as float32 on the task's device."""
@@ -128,6 +170,21 @@ class ArmTask:
     def randomize_model(self, physics: Any, gen: torch.Generator) -> None:
         """Every arm the same."""
 
+    def randomize_object(self, physics: Any, gen: torch.Generator, body: int, geom: int,
+                         friction: Sequence[float], mass: Sequence[float]) -> None:
+        """Each world's sliding friction of ``geom`` and mass of ``body`` (its inertia scaled with it), uniform in
+        the ``[low, high]`` ranges ``friction`` and ``mass``: ``_RANDOMIZED`` must name the three fields."""
+        if not self._nominal:
+            self._nominal = {k: physics.model_field(k).to(self.device) for k in self._RANDOMIZED}
+        new = {k: self._nominal[k].clone() for k in ("geom_friction", "body_mass", "body_inertia")}
+        drawn = self.uniform(gen, *self.tensor([friction, mass]).T)  # [N, 2]
+        new["geom_friction"][:, geom, 0] = drawn[:, 0].to(new["geom_friction"].dtype)
+        ratio = drawn[:, 1].to(new["body_mass"].dtype) / new["body_mass"][:, body]
+        new["body_mass"][:, body] *= ratio
+        new["body_inertia"][:, body] *= ratio[:, None]
+        for name, value in new.items():
+            physics.set_model_field(name, value)
+
     def begin_reset(self, physics: Any, rows: torch.Tensor, gen: torch.Generator) -> None:
         """No curriculum."""
 
@@ -153,10 +210,11 @@ class ArmTask:
 
     def joint_targets(self, actions: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         """Clipped actions, scaled, as offsets of the moved joints' targets from the default pose; the other
-        joints (the gripper, when the policy does not move it) hold their defaults."""
+        joints (the gripper, when the policy does not move it) hold their rest targets (the default pose unless
+        the task sets ``rest_targets``)."""
         self._action = actions.clamp(-self.cfg.clip_actions, self.cfg.clip_actions)
         offsets = torch.nn.functional.pad(self.action_scale * self._action, (0, self.arm.num_joints - self.action_dim))
-        return self.default_pose + offsets
+        return self.rest_targets + offsets
 
     def observe(self, physics: Any, noise: torch.Tensor | None,
                 signals: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
@@ -172,15 +230,35 @@ class ArmTask:
     def perturb(self, physics: Any, episode_length: torch.Tensor, gen: torch.Generator) -> bool:
         return False  # nothing pushes an arm
 
+    def finish_step(self, terms: dict[str, torch.Tensor], metrics: dict[str, torch.Tensor], success: torch.Tensor,
+                    s: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """The end of ``evaluate``: the weighted ``terms`` (``Reward/<name>``), ``metrics`` (``Metrics/<name>``),
+        the success hold (``success [N]``: this step's condition; the episode metric ``success_rate`` needs it
+        held ``success_hold_steps``), the last action moved on and ``s`` kept as the post-step signals.
+        Returns ``evaluate``'s reward, terminations (none) and log."""
+        c, self.metrics = self.cfg, metrics
+        self.held = held_steps(self.held, success)
+        self.episode_metrics = {"success_rate": (self.held >= c.success_hold_steps).float()}
+        weighted, log = weighted_sum(terms, c.rewards, self.active_rewards, self.step_dt, self.num_envs, self.device)
+        log.update({f"Metrics/{k}": v.mean() for k, v in metrics.items()})
+        self.last_action = s["last_action"] = self._action
+        self.post_step_signals = s
+        return weighted, torch.zeros_like(self.held, dtype=torch.bool), log
+
     def check_simulation(self) -> None:
         """A fixed base cannot fall through the world."""
 
     def get_state(self, physics: Any) -> dict[str, Any]:
-        return {k: getattr(self, k).clone() for k in self._BUFFERS}
+        state = {k: getattr(self, k).clone() for k in self._BUFFERS}
+        if self._RANDOMIZED:
+            state["model"] = {k: physics.model_field(k) for k in self._RANDOMIZED}
+        return state
 
     def set_state(self, state: dict[str, Any], physics: Any) -> None:
         for k in self._BUFFERS:
             setattr(self, k, state[k].to(self.device).clone())
+        for k, v in state.get("model", {}).items():
+            physics.set_model_field(k, v)
 
     def mirror(self) -> None:
         return None  # an arm declares no left/right mirror

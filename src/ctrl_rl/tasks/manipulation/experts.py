@@ -8,7 +8,9 @@ is defined (:data:`EXPERTS`):
 
 * ``reach``: the target pose itself (position only on an arm with fewer than six joints);
 * ``lift``: a small state machine per env: above the cube, down to it, close the gripper, lift to the
-  target height and hold, the gripper pointing down and turned with the cube's yaw.
+  target height and hold, the gripper pointing down and turned with the cube's yaw;
+* ``insert``: line the peg's tip up over the hole, then down it, the peg upright and square to the walls,
+  with an integral correction of the tip's lateral error (the soft arm's steady offset).
 """
 
 from __future__ import annotations
@@ -188,5 +190,78 @@ class LiftExpert:
         return torch.as_tensor(out, dtype=torch.float32, device=env.device)
 
 
+class InsertExpert:
+    """Per env: ``ALIGN`` the peg's tip ``HOVER`` above the hole's centre, then ``DESCEND`` at ``SPEED`` to the
+    hole's bottom and stay there (back to ``ALIGN`` for at most ``RETRY`` s if the tip lands on the rim, off the
+    hole); the end effector upright (its approach axis down) and turned with the socket's
+    yaw. The tip's goal is shifted by the integral of its lateral error (``GAIN`` a step, at most ``LIMIT``), and
+    the end effector's goal orientation turned by the integral of its orientation error, which takes out the
+    offsets that inverse kinematics plus gravity compensation leave on a soft arm (a peg tilted by 0.1 rad jams
+    in a hole with 1 mm of clearance)."""
+
+    ALIGN, DESCEND = range(2)
+    HOVER = 0.01
+    """m above the hole's top where the tip lines up."""
+    LINED_UP, NEAR = 0.0005, 0.003
+    """m: the tip's lateral error, and its distance to the hover point, that start the descent."""
+    TIMEOUT, RETRY, SPEED, PRESS = 3.0, 1.0, 0.05, 0.005
+    """s: the longest the alignment waits, first and after landing on the rim; m/s: how fast the tip's goal goes
+    down; m: how far below the tip it goes at most until the tip is in the hole (a peg pressed hard on the rim
+    cannot slide to the hole)."""
+    GAIN, LIMIT, ACTIVE = 0.05, 0.03, 0.02
+    """The integral correction: the share of the lateral error added a step, its bound (m), and how near (m) the
+    tip must be before it integrates (far off, the error is the approach, not an offset)."""
+    TURN_LIMIT = 0.2
+    """rad: the orientation correction's bound, per axis."""
+
+    def __init__(self, env: Any) -> None:
+        self.env, self.ik = env, ArmIK(env)
+        n = env.num_envs
+        self.phase, self.timer, self.bias = np.zeros(n, dtype=np.int64), np.zeros(n), np.zeros((n, 2))
+        self.turn = np.zeros((n, 3))
+        """The integral of each env's orientation error: a rotation vector (base frame) applied to its goal."""
+
+    def tip_goal(self, i: int, socket: np.ndarray, tip: np.ndarray, turn_error: np.ndarray) -> np.ndarray:
+        """Env ``i``'s goal for the peg's tip this step (base frame); advances its phase and the corrections
+        (``turn_error``: the end effector's orientation error, a rotation vector)."""
+        cfg, dt = self.env.task.cfg, self.env.task.step_dt
+        top = socket[2] + cfg.hole_depth
+        error = socket[:2] - tip[:2]
+        hover = np.array([*socket[:2], top + self.HOVER])
+        in_hole = tip[2] < top - 0.002 and np.linalg.norm(error) < cfg.hole_half_width  # the walls centre it
+        if np.linalg.norm(hover - tip) < self.ACTIVE and not in_hole:
+            self.bias[i] = np.clip(self.bias[i] + self.GAIN * error, -self.LIMIT, self.LIMIT)
+            self.turn[i] = np.clip(self.turn[i] + self.GAIN * turn_error, -self.TURN_LIMIT, self.TURN_LIMIT)
+        if self.phase[i] == self.ALIGN and ((np.linalg.norm(error) < self.LINED_UP and
+                                             np.linalg.norm(hover - tip) < self.NEAR) or self.timer[i] > self.TIMEOUT):
+            self.phase[i], self.timer[i] = self.DESCEND, 0.0
+        elif self.phase[i] == self.DESCEND and tip[2] < top + 0.001 and np.linalg.norm(error) > cfg.hole_half_width:
+            self.phase[i], self.timer[i] = self.ALIGN, self.TIMEOUT - self.RETRY  # on the rim: line up again
+        self.timer[i] += dt
+        z = hover[2] if self.phase[i] == self.ALIGN else max(socket[2], hover[2] - self.SPEED * self.timer[i],
+                                                               -np.inf if in_hole else tip[2] - self.PRESS)
+        return np.array([*(socket[:2] + self.bias[i]), z])
+
+    def __call__(self, obs: Obs) -> torch.Tensor:
+        env, task = self.env, self.env.task
+        starting = _rows(env.episode_length) == 0
+        self.phase[starting], self.timer[starting], self.bias[starting], self.turn[starting] = self.ALIGN, 0.0, 0.0, 0.0
+        s = task.signals(env.physics)
+        socket, tip, qpos = _rows(s["object_pose"]), _rows(s["peg_tip"]), _rows(env.physics.qpos)
+        ee_quat = _rows(s["ee_quat"])
+        out, rot, quat = np.zeros((env.num_envs, env.action_dim)), np.zeros(9), np.zeros(4)
+        for i in range(env.num_envs):
+            upright = grasp_quat(cube_yaw(socket[i, 3:]))  # a square hole's four turns, as a cube's
+            goal = self.tip_goal(i, socket[i, :3], tip[i], quat_error(ee_quat[i], upright))
+            angle = float(np.linalg.norm(self.turn[i]))
+            mujoco.mju_axisAngle2Quat(quat, self.turn[i] / angle if angle > 0 else np.array([0.0, 0.0, 1.0]), angle)
+            mujoco.mju_mulQuat(quat, quat.copy(), upright)
+            mujoco.mju_quat2Mat(rot, upright)
+            ee = goal - rot.reshape(3, 3)[:, 2] * task.cfg.peg_tip
+            out[i] = self.ik.actions(self.ik.hold(self.ik.solve(qpos[i], ee, quat)))
+        return torch.as_tensor(out, dtype=torch.float32, device=env.device)
+
+
 EXPERTS.register("reach", ReachExpert)
 EXPERTS.register("lift", LiftExpert)
+EXPERTS.register("insert", InsertExpert)

@@ -19,15 +19,13 @@ from typing import Any
 import mujoco
 import torch
 
-from ctrl_rl.env import SimulationError
 from ctrl_rl.robots.arm import load_arm
 from ctrl_rl.robots.terms import ObsTerm
 from ctrl_rl.tasks import register_task
-from ctrl_rl.tasks.rewards import weighted_sum
 
-from .arm_task import ArmLayout, ArmTask
+from .arm_task import ArmLayout, ArmTask, add_pose_sensors, check_object, extend_keyframes
 from .lift_config import LiftConfig
-from .rewards import held_steps, lift_terms
+from .rewards import lift_terms
 
 CUBE = "cube"
 """The cube's body, free joint (``cube_joint``), geom (``cube_geom``) and sensors (``object_pos``,
@@ -44,15 +42,8 @@ def add_cube(spec: mujoco.MjSpec, half_size: float, mass: float, frame: str) -> 
     body.add_geom(name=f"{CUBE}_geom", type=mujoco.mjtGeom.mjGEOM_BOX, size=[half_size] * 3, mass=mass,
                   contype=1, conaffinity=1, condim=6, friction=[1.0, 5e-3, 5e-4], priority=1,
                   rgba=[0.8, 0.2, 0.2, 1.0])
-    S, O = mujoco.mjtSensor, mujoco.mjtObj  # noqa: E741 - short names keep the lines readable
-    for name, kind in (("object_pos", S.mjSENS_FRAMEPOS), ("object_quat", S.mjSENS_FRAMEQUAT)):
-        spec.add_sensor(name=name, type=kind, objtype=O.mjOBJ_XBODY, objname=CUBE, reftype=O.mjOBJ_XBODY,
-                        refname=frame)
-    for key in spec.keys:  # keyframes keep their arm poses; the cube rests where the body puts it
-        if len(key.qpos):
-            key.qpos = [*key.qpos, 0.3, 0.0, half_size, 1.0, 0.0, 0.0, 0.0]
-        if len(key.qvel):
-            key.qvel = [*key.qvel, *[0.0] * 6]
+    add_pose_sensors(spec, "object", mujoco.mjtObj.mjOBJ_XBODY, CUBE, frame)
+    extend_keyframes(spec, (0.3, 0.0, half_size, 1.0, 0.0, 0.0, 0.0), 6)  # the cube rests where the body puts it
 
 
 def yaw_quat(yaw: torch.Tensor) -> torch.Tensor:
@@ -84,7 +75,6 @@ class LiftTask(ArmTask):
         """``[N, 1]``: each env's target height of the cube's centre above the table (m)."""
         self.cube_pos = torch.zeros(num_envs, 3, device=device)
         """The cube's position at the last step (base frame), which :meth:`check_simulation` reads."""
-        self._nominal: dict[str, torch.Tensor] = {}
 
     @classmethod
     def scene(cls, cfg: LiftConfig) -> Callable[[mujoco.MjSpec], None]:
@@ -101,18 +91,7 @@ class LiftTask(ArmTask):
     # -- hooks called by MjVecEnv ----------------------------------------------------------------
     def randomize_model(self, physics: Any, gen: torch.Generator) -> None:
         """Each world's cube friction and mass (inertia scaled with the mass), uniform in their ranges."""
-        c = self.cfg
-        if not self._nominal:
-            self._nominal = {k: physics.model_field(k).to(self.device) for k in self._RANDOMIZED}
-        friction, mass = self._nominal["geom_friction"].clone(), self._nominal["body_mass"].clone()
-        inertia = self._nominal["body_inertia"].clone()
-        drawn = self.uniform(gen, *self.tensor([c.cube_friction, c.cube_mass]).T)  # [N, 2]
-        friction[:, self.cube_geom, 0] = drawn[:, 0].to(friction.dtype)
-        ratio = drawn[:, 1].to(mass.dtype) / mass[:, self.cube_body]
-        mass[:, self.cube_body] *= ratio
-        inertia[:, self.cube_body] *= ratio[:, None]
-        for name, value in (("geom_friction", friction), ("body_mass", mass), ("body_inertia", inertia)):
-            physics.set_model_field(name, value)
+        self.randomize_object(physics, gen, self.cube_body, self.cube_geom, self.cfg.cube_friction, self.cfg.cube_mass)
 
     def sample_initial_state(self, physics: Any, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """The arm's start (``ArmTask``) and the cube at rest on the table, its position and yaw uniform."""
@@ -137,39 +116,14 @@ class LiftTask(ArmTask):
         distance = (self.cube_pos - s["ee_pos"]).norm(dim=-1)
         height, target = self.cube_pos[:, 2], self.lift_target[:, 0]
         error = (height - target).abs()
-        self.held = held_steps(self.held, error < c.success_tolerance)
         terms = lift_terms(distance, height, c.cube_size, target, self._action, self.last_action, c.reach_std,
                            c.approach_std, c.grasp_distance, c.height_std)
-        reward, log = weighted_sum(terms, c.rewards, self.active_rewards, self.step_dt, self.num_envs, self.device)
-        self.metrics = {"object_height": height, "height_error": error, "ee_object_distance": distance}
-        self.episode_metrics = {"success_rate": (self.held >= c.success_hold_steps).float()}
-        log.update({f"Metrics/{k}": v.mean() for k, v in self.metrics.items()})
-        self.last_action = self._action
-        s["last_action"] = self.last_action
-        self.post_step_signals = s
-        return reward, torch.zeros(self.num_envs, dtype=torch.bool, device=self.device), log
+        metrics = {"object_height": height, "height_error": error, "ee_object_distance": distance}
+        return self.finish_step(terms, metrics, error < c.success_tolerance, s)
 
     def check_simulation(self) -> None:
-        """A cube below the table or a non-finite one cannot be right."""
-        pos = self.cube_pos.cpu()
-        if not bool(torch.isfinite(pos).all()):
-            raise SimulationError("lift: the cube's position is not finite in env(s) "
-                                  f"{(~torch.isfinite(pos).all(-1)).nonzero().flatten().tolist()[:8]}; lower "
-                                  "task.kwargs.physics_dt or raise task.kwargs.solver_iterations")
-        fallen = pos[:, 2] < -self.cfg.cube_size
-        if bool(fallen.any()):
-            envs = fallen.nonzero().flatten().tolist()[:8]
-            raise SimulationError(f"lift: the cube fell through the table in env(s) {envs} (its centre at "
-                                  f"{float(pos[:, 2].min()):.3f} m); lower task.kwargs.physics_dt or raise "
-                                  "task.kwargs.solver_iterations")
-
-    def get_state(self, physics: Any) -> dict[str, Any]:
-        return {**super().get_state(physics), "model": {k: physics.model_field(k) for k in self._RANDOMIZED}}
-
-    def set_state(self, state: dict[str, Any], physics: Any) -> None:
-        super().set_state(state, physics)
-        for k, v in state["model"].items():
-            physics.set_model_field(k, v)
+        """A cube below the table (its centre lower than its half-size) or a non-finite one cannot be right."""
+        check_object("lift", "cube", self.cube_pos, -self.cfg.cube_size)
 
     def deploy_metadata(self) -> dict[str, Any]:
         """The arm's bundle entries (``ArmTask``) and what the cube is."""

@@ -20,11 +20,10 @@ import torch
 from ctrl_rl.robots.arm import default_ee_pose
 from ctrl_rl.robots.terms import ObsTerm, quat_angle, quat_mul
 from ctrl_rl.tasks import register_task
-from ctrl_rl.tasks.rewards import weighted_sum
 
 from .arm_task import ArmLayout, ArmTask
 from .reach_config import ReachConfig
-from .rewards import held_steps, reach_terms
+from .rewards import reach_terms
 
 
 def axis_quat(angle: torch.Tensor, axis: int) -> torch.Tensor:
@@ -83,21 +82,16 @@ class ReachTask(ArmTask):
         c, s = self.cfg, self.signals(physics)
         distance = (s["ee_pos"] - self.target[:, :3]).norm(dim=-1)
         angle = quat_angle(s["ee_quat"], self.target[:, 3:])
-        self.held = held_steps(self.held, (distance < c.success_distance) & (angle < c.success_angle))
         terms = reach_terms(distance, angle, self._action, self.last_action, s["joint_vel"][:, :self.action_dim],
                             c.position_std, c.position_fine_std, c.orientation_std)
-        reward, log = weighted_sum(terms, c.rewards, self.active_rewards, self.step_dt, self.num_envs, self.device)
-        self.metrics = {"position_error": distance, "orientation_error": angle}
-        self.episode_metrics = {"success_rate": (self.held >= c.success_hold_steps).float()}
-        log.update({f"Metrics/{k}": v.mean() for k, v in self.metrics.items()})
-        self.last_action = self._action
+        out = self.finish_step(terms, {"position_error": distance, "orientation_error": angle},
+                               (distance < c.success_distance) & (angle < c.success_angle), s)
         if self.resample_every > 0:
             due = episode_length % self.resample_every == 0
             self.target = torch.where(due[:, None], self.sample_targets(gen), self.target)
             self.held = self.held.masked_fill(due, 0)
-        s["pose_command"], s["last_action"] = self.target, self.last_action
-        self.post_step_signals = s
-        return reward, torch.zeros(self.num_envs, dtype=torch.bool, device=self.device), log
+        s["pose_command"] = self.target
+        return out
 
     def deploy_metadata(self) -> dict[str, Any]:
         """The arm's bundle entries (``ArmTask``) and the pose command's frame and workspace."""

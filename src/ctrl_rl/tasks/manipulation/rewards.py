@@ -1,5 +1,5 @@
-"""The arm tasks' reward terms and their success rule: pure functions of the end effector's error (reach) and of
-the object's height and distance (lift).
+"""The arm tasks' reward terms and their success rules: pure functions of the end effector's error (reach), of
+the object's height and distance (lift) and of the peg tip's place in the hole (insert).
 
 The terms follow Isaac Lab's reach task (``position_command_error``, ``..._tanh``,
 ``orientation_command_error``, ``action_rate_l2``, ``joint_vel_l2``) with one more kernel each for
@@ -73,5 +73,49 @@ def lift_terms(distance: torch.Tensor, height: torch.Tensor, rest_height: float,
         "approach": tracking_kernel(distance, approach_std),
         "lift": in_hand * progress,
         "height_tracking": in_hand * lifted * tracking_kernel((height - target_height).abs(), height_std),
+        "action_rate": ((action - last_action) ** 2).sum(-1),
+    }
+
+
+INSERT_TERMS = ("keypoint", "keypoint_fine", "align", "orientation", "insert", "action_rate")
+"""The insert task's reward terms, in the order :func:`insert_terms` returns them."""
+
+
+def peg_in_hole(tip: torch.Tensor, socket: torch.Tensor, hole_depth: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The peg tip's ``lateral`` distance from the hole's (vertical) axis and its ``depth`` below the hole's top
+    (m, negative above it), from the tip's position and the socket's base centre (``[N, 3]`` each, one frame with
+    z up; the socket stands on the table, its top ``hole_depth`` above its base)."""
+    lateral = (tip[:, :2] - socket[:, :2]).norm(dim=-1)
+    return lateral, socket[:, 2] + hole_depth - tip[:, 2]
+
+
+def inserted(lateral: torch.Tensor, depth: torch.Tensor, min_depth: float, max_lateral: float) -> torch.Tensor:
+    """Insert's success condition on one step: the tip at least ``min_depth`` down the hole and within
+    ``max_lateral`` of its axis, ``[N]`` bool."""
+    return (depth >= min_depth) & (lateral <= max_lateral)
+
+
+def insert_terms(distance: torch.Tensor, lateral: torch.Tensor, depth: torch.Tensor, angle: torch.Tensor,
+                 action: torch.Tensor, last_action: torch.Tensor, hole_half_width: float, goal_depth: float,
+                 keypoint_std: float, keypoint_fine_std: float, align_std: float,
+                 orientation_std: float) -> dict[str, torch.Tensor]:
+    """Every term of :data:`INSERT_TERMS` from the peg tip's ``distance`` (m) to its goal (on the hole's axis,
+    ``goal_depth`` down), its ``lateral`` distance from the axis and ``depth`` below the hole's top
+    (:func:`peg_in_hole`), the end effector's ``angle`` (rad) from its goal orientation, and this step's and the
+    last step's actions (Isaac Lab Factory's keypoint rewards, then alignment, then depth):
+
+    * ``keypoint``, ``keypoint_fine``: :func:`tracking_kernel` of ``distance`` at the two widths;
+    * ``align``: :func:`tracking_kernel` of ``lateral`` at ``align_std``: the xy alignment that comes first;
+    * ``orientation``: :func:`tracking_kernel` of ``angle`` at ``orientation_std``;
+    * ``insert``: while the tip is over the opening (``lateral < hole_half_width``; beside the socket a tip
+      below the top has missed the hole), ``clip(depth / goal_depth, 0, 1)``: the fraction of the way down;
+    * ``action_rate``: the squared norm of the action change."""
+    over_hole = (lateral < hole_half_width).to(depth.dtype)
+    return {
+        "keypoint": tracking_kernel(distance, keypoint_std),
+        "keypoint_fine": tracking_kernel(distance, keypoint_fine_std),
+        "align": tracking_kernel(lateral, align_std),
+        "orientation": tracking_kernel(angle, orientation_std),
+        "insert": over_hole * (depth / goal_depth).clamp(0.0, 1.0),
         "action_rate": ((action - last_action) ** 2).sum(-1),
     }
