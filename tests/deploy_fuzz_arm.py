@@ -7,7 +7,8 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-from deploy_fuzz import Case, Robot, _corrupt, _js, _policy_runs
+from deploy_fuzz import Case, _corrupt, _js, _policy_runs
+from deploy_peer import Robot
 
 from ctrl_rl.deploy import messages as m
 

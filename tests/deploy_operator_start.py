@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from deploy_fuzz import Robot, stop_node
+from deploy_peer import Robot, stop_node
 
 from ctrl_rl.deploy import messages as m
 from ctrl_rl.deploy.runtime import OnnxPolicy

@@ -178,6 +178,9 @@ def test_robot_config_errors(tmp_path):
                                 "0.1, 0.1, 0.1, 0.1, 0.1, 0.1]"))  # the front right leg unlike the left
     with pytest.raises(ValueError, match=r"mirrored joints \[\['FR_hip_joint', 'FL_hip_joint'\]"):
         RobotConfig.from_yaml(bad)
+    bad.write_text(text + "stand_up_stiffness: 20\n")
+    with pytest.raises(ValueError, match=r"stand_up_stiffness must be in \[1, 10\] \(x kp while the node"):
+        RobotConfig.from_yaml(bad)
     bad.write_text(text + "action_joints: [FR_.*, .*_elbow]\n")
     with pytest.raises(ValueError, match=r"action_joints \['.\*_elbow'\] match none of joint_names"):
         RobotConfig.from_yaml(bad)

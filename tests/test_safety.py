@@ -285,3 +285,25 @@ def test_shipped_params_file_and_launch_file_are_valid():
     root = Path(__file__).resolve().parent.parent / "src" / "ctrl_rl"
     assert NodeParams.from_yaml(root / "configs/deploy/node.yaml") == NodeParams()
     compile((root / "deploy/launch/ctrl_rl_node.launch.py").read_text(), "launch.py", "exec")
+
+
+def test_a_stiffer_stand_up_hands_the_policy_its_own_gains():
+    """``stand_up_stiffness`` s: the stand-up and the hold send kp x s and kd x sqrt(s) (the same damping
+    ratio); the policy's ticks the bundle's gains; 0 in the node's parameters takes the bundle's value."""
+    cfg = SafetyConfig(stand_up_time=1.0, stand_hold_time=0.5, stand_up_stiffness=0.0).resolved(0.02, 4.0)
+    assert cfg.stand_up_stiffness == 4.0  # the bundle's
+    assert SafetyConfig(stand_up_stiffness=2.0).resolved(0.02, 4.0).stand_up_stiffness == 2.0  # the operator's
+    assert SafetyConfig().resolved(0.02).stand_up_stiffness == 1.0  # a bundle without one
+    sm = SafetyStateMachine(cfg, POSE, kp=[20.0, 20.0, 30.0], kd=[0.5, 0.5, 1.0])
+    sm.request_start()
+    sm.tick(0.0, None, POSE + 0.3)
+    for t in (0.5, 1.2):  # standing up, then holding
+        c = sm.command(t)
+        np.testing.assert_allclose(c.kp, [80.0, 80.0, 120.0])
+        np.testing.assert_allclose(c.kd, [1.0, 1.0, 2.0])
+    assert sm.tick(1.5, None, POSE) == Mode.POLICY
+    c = sm.command(1.5, POSE)
+    np.testing.assert_allclose(c.kp, [20.0, 20.0, 30.0])
+    np.testing.assert_allclose(c.kd, [0.5, 0.5, 1.0])
+    with pytest.raises(ValueError, match="safety.stand_up_stiffness must be at most 10"):
+        SafetyConfig(stand_up_stiffness=11.0)

@@ -4,7 +4,7 @@ What it guarantees (docs/deploy.md lists the test of each):
 
 1. Nothing is published before a valid robot state has been read (no pose to hold before one).
 2. A rejected message (malformed, non-finite, out of range, badly stamped) changes no state
-   that feeds a command: callbacks validate completely before they store anything.
+   that feeds a command: callbacks validate completely before they store anything (``node_inputs.py``).
 3. Every published command is finite and each target lies within the bundle's joint limits
    (and, with torque limits, within what they allow at the measured state); clamps are counted.
 4. A non-finite policy output is a fault: damping in that same tick, named in the status.
@@ -19,8 +19,9 @@ Transport-neutral: it speaks :mod:`ctrl_rl.deploy.messages` through a
 :class:`~ctrl_rl.deploy.transports.Transport` (plain DDS or rclpy), so the same core runs on a
 ROS 2 robot, on a robot without ROS, and against the sim2sim bridge in CI.
 
-Per tick: read (snapshot of the latest messages) -> obs (the bundle's observation terms) ->
-inference (onnxruntime) -> action (targets, safety command) -> publish. Each stage is timed.
+Per tick: read (snapshot of the latest accepted messages, :class:`NodeInputs`) -> obs (the bundle's
+observation terms) -> inference (onnxruntime) -> action (targets, safety command) -> publish. Each
+stage is timed.
 Numpy + onnxruntime only.
 """
 
@@ -43,10 +44,11 @@ from ctrl_rl.robots.terms import projected_gravity
 from . import messages as m
 from .arm_node import ArmSide, is_arm_bundle
 from .height_map import HeightMapSpec
+from .node_inputs import MalformedMessage, NodeInputs
 from .node_params import COMMAND_FORMATS, NodeParams, TopicQos
 from .recorder import EpisodeRecorder, episode_end
 from .robot_policy import RobotPolicy, joint_index_map
-from .safety import OPERATOR_STOPS, Mode, SafetyConfig, SafetyStateMachine, find_fault, pose_fault
+from .safety import OPERATOR_STOPS, Mode, SafetyConfig, SafetyStateMachine, find_fault
 from .stats import LatencyStats, LoopTimer, set_realtime_priority
 
 __all__ = ["COMMAND_FORMATS", "DeployNode", "MalformedMessage", "NodeParams", "set_realtime_priority"]
@@ -56,12 +58,6 @@ log = logging.getLogger("ctrl_rl.deploy.node")
 STAGES = ("read", "obs", "inference", "action", "publish")
 STATUS_QOS = TopicQos("reliable", 1, "transient_local")
 """Status and ``/diagnostics``: a late subscriber (``ros2 topic echo``, a monitor) gets the current one."""
-FIXED_BASE = (np.array([1.0, 0.0, 0.0, 0.0]), np.zeros(3))
-"""An arm's IMU stand-in (it has none): upright and still, as its fixed base is."""
-
-
-class MalformedMessage(ValueError):
-    """A message that must never reach the actuators (wrong lengths, NaN, missing joints)."""
 
 
 class DeployNode:
@@ -98,7 +94,8 @@ class DeployNode:
             raise ValueError(f"command_joint_names must name exactly the bundle's joints: unknown {extra}, "
                              f"missing {missing}; the bundle drives {p.joint_names}")
         self.out_index = joint_index_map(out_names, p.joint_names)  # policy-order values -> output order
-        self.safety_cfg = params.safety.resolved(1.0 / self.rate_hz)
+        self.stand_up_stiffness = float(meta.get("stand_up_stiffness", 1.0))  # the robot YAML's, via the bundle
+        self.safety_cfg = params.safety.resolved(1.0 / self.rate_hz, self.stand_up_stiffness)
         self.safety = SafetyStateMachine(self.safety_cfg, p.default_pose, p.kp, p.kd,
                                          self.joint_limits, self.torque_limits)
         self.latency = LatencyStats(STAGES)
@@ -106,10 +103,10 @@ class DeployNode:
         self.counters = {"joint_state": 0, "imu": 0, "cmd_vel": 0, "height_map": 0, "rejected": 0, "published": 0,
                          "clamped": 0, "policy_faults": 0, "policy_ticks": 0}
         """``clamped``: commands in which :func:`~ctrl_rl.deploy.safety.clamp_targets` moved a target."""
-        self.last_rejection = ""
+        self.inputs = NodeInputs(p.joint_names, self.safety_cfg, self.joint_limits, self.command_ranges, self.arm,
+                                 self.height_map, self.counters)
+        """The latest accepted messages (the subscriptions check and store them) and the operator's hold."""
         self.last_clamp = ""
-        self.velocity_source = "message"
-        """``message``, or ``estimated`` once a JointState came with an empty velocity array."""
         self.max_state_age = 0.0
         """Largest robot-state age (s) seen at a tick while the node was not passive: how close
         the driver's stream came to ``safety.state_timeout`` (reported in :meth:`status`)."""
@@ -119,15 +116,6 @@ class DeployNode:
         self.waiting: str | None = None
         """In passive: what keeps the node from standing up (no state yet, no height map, an
         operator's start)."""
-        self._lock = threading.Lock()
-        self._joints: tuple[np.ndarray, np.ndarray, float] | None = None  # pos, vel (policy order), t
-        self._imu: tuple[np.ndarray, np.ndarray, float] | None = None  # quat wxyz, gyro, t
-        self._cmd: tuple[np.ndarray, float] | None = None
-        self._height: tuple[np.ndarray, float] | None = None  # scan signal (clearance - offset), t
-        self._map_cache: tuple[tuple[str, ...], np.ndarray] | None = None
-        self._prev_pos: tuple[np.ndarray, float] | None = None  # for velocity estimates
-        self._malformed: str | None = None
-        self._hold: str | None = None  # e-stop / lifecycle deactivate: damping until a start
         self._last_status = -1.0
         self._stop = threading.Event()
         self._stop_reason = "stopped"
@@ -143,151 +131,29 @@ class DeployNode:
         self._publish_status = transport.publisher(params.status_topic, m.String, qos=STATUS_QOS)
         self._publish_diag = (transport.publisher(params.diagnostics_topic, m.DiagnosticArray, qos=STATUS_QOS)
                               if params.diagnostics_topic else None)
-        transport.subscribe(params.joint_states_topic, m.JointState, self._on_joint_state, qos=q.joint_states)
+        inputs = self.inputs
+        transport.subscribe(params.joint_states_topic, m.JointState, inputs.on_joint_state, qos=q.joint_states)
         if self.arm is None:
-            transport.subscribe(params.imu_topic, m.Imu, self._on_imu, qos=q.imu)
-            transport.subscribe(params.cmd_vel_topic, m.Twist, self._on_cmd_vel, qos=q.cmd_vel)
+            transport.subscribe(params.imu_topic, m.Imu, inputs.on_imu, qos=q.imu)
+            transport.subscribe(params.cmd_vel_topic, m.Twist, inputs.on_cmd_vel, qos=q.cmd_vel)
         else:  # an arm: no IMU, and a pose target in place of a velocity command
             self.counters["pose_command"] = 0
-            transport.subscribe(params.pose_command_topic, m.Float64MultiArray, self._on_pose_command,
+            transport.subscribe(params.pose_command_topic, m.Float64MultiArray, inputs.on_pose_command,
                                 qos=q.pose_command)
-        transport.subscribe(params.estop_topic, m.Bool, self._on_estop, qos=q.estop)
+        transport.subscribe(params.estop_topic, m.Bool, inputs.on_estop, qos=q.estop)
         transport.subscribe(params.start_topic, m.Bool, self._on_start, qos=q.start)
         if self.height_map is not None:
-            transport.subscribe(params.height_map_topic, m.Float64MultiArray, self._on_height_map, qos=q.height_map)
+            transport.subscribe(params.height_map_topic, m.Float64MultiArray, inputs.on_height_map, qos=q.height_map)
 
-    # -- subscriptions (transport threads): validate everything, then store, return ---------------
-    def _reject(self, what: str) -> None:
-        if what != self.last_rejection:  # once per kind of problem, not 500 times a second
-            log.error("rejected: %s", what)
-        with self._lock:
-            self.counters["rejected"] += 1
-            self.last_rejection = what
-            self._malformed = what
+    @property
+    def last_rejection(self) -> str:
+        """The last message the subscriptions refused ("" before one), as the status names it."""
+        return self.inputs.last_rejection
 
-    def _receive_time(self, stamp: float, what: str) -> float:
-        """Arrival time, or with ``safety.use_header_stamps`` the stamp on the monotonic clock;
-        a stamp older than the state timeout or from the future is a :class:`MalformedMessage`."""
-        now = time.monotonic()
-        if not self.safety_cfg.use_header_stamps:
-            return now
-        skew = time.time() - stamp
-        limit = self.safety_cfg.state_timeout
-        if not math.isfinite(skew) or abs(skew) > limit:
-            side = "old" if skew > 0 else "in the future"
-            raise MalformedMessage(f"{what} stamped {abs(skew) * 1e3:.1f} ms {side} (> state_timeout "
-                                   f"{limit * 1e3:.1f} ms; clocks unsynchronized? set safety.use_header_stamps=false)")
-        return now - skew
-
-    def _on_joint_state(self, msg: m.JointState) -> None:
-        try:
-            names = tuple(msg.name)
-            cache = self._map_cache
-            if cache is None or cache[0] != names:
-                try:
-                    cache = (names, joint_index_map(self.policy.joint_names, names))
-                except ValueError as e:
-                    raise MalformedMessage(f"JointState refused: {e}") from None
-            idx = cache[1]
-            n = len(names)
-            estimate = len(msg.velocity) == 0 and n > 0
-            if len(msg.position) != n or (len(msg.velocity) != n and not estimate):
-                raise MalformedMessage(f"JointState has {n} names but {len(msg.position)} positions and "
-                                       f"{len(msg.velocity)} velocities")
-            t = self._receive_time(msg.stamp, "JointState")
-            pos = np.asarray(msg.position, dtype=np.float64)[idx]
-            vel = self._estimate_velocity(pos, t) if estimate else np.asarray(msg.velocity, dtype=np.float64)[idx]
-            bad = pose_fault(self.safety_cfg, pos, vel, self.joint_limits, self.policy.joint_names)
-            if bad is not None:
-                raise MalformedMessage(f"JointState refused: {bad}")
-        except MalformedMessage as e:
-            self._reject(str(e))
-            return
-        with self._lock:
-            self._map_cache = cache
-            self._prev_pos = (pos, t)
-            if estimate:
-                self.velocity_source = "estimated"
-            self._joints = (pos, vel, t)
-            self.counters["joint_state"] += 1
-
-    def _estimate_velocity(self, pos: np.ndarray, t: float) -> np.ndarray:
-        """Finite difference to the previous accepted JointState (zero for the first; the node
-        cannot leave passive before a second one arrives: stand-up takes seconds)."""
-        prev = self._prev_pos
-        if prev is None or t - prev[1] <= 1e-6:
-            last = self._joints
-            return np.zeros_like(pos) if last is None else last[1]
-        return (pos - prev[0]) / (t - prev[1])
-
-    def _on_imu(self, msg: m.Imu) -> None:
-        q = np.asarray(msg.orientation, dtype=np.float64)
-        w = np.asarray(msg.angular_velocity, dtype=np.float64)
-        try:
-            if q.shape != (4,) or w.shape != (3,) or not (np.all(np.isfinite(q)) and np.all(np.isfinite(w))):
-                raise MalformedMessage("Imu malformed or NaN/inf")
-            norm = float(np.linalg.norm(q))
-            if abs(norm - 1.0) > 0.05:
-                raise MalformedMessage(f"Imu orientation is not a unit quaternion (norm {norm:.3f})")
-            if np.abs(w).max() > self.safety_cfg.max_gyro:
-                raise MalformedMessage(f"Imu body rate {np.abs(w).max():.1f} rad/s exceeds max_gyro "
-                                       f"{self.safety_cfg.max_gyro}")
-            t = self._receive_time(msg.stamp, "Imu")
-        except MalformedMessage as e:
-            self._reject(str(e))
-            return
-        with self._lock:
-            self._imu = (q / norm, w, t)
-            self.counters["imu"] += 1
-
-    def _on_cmd_vel(self, msg: m.Twist) -> None:
-        lin, ang = np.asarray(msg.linear, dtype=np.float64), np.asarray(msg.angular, dtype=np.float64)
-        if lin.shape != (3,) or ang.shape != (3,):
-            self._reject("Twist malformed")
-            return
-        cmd = np.array([lin[0], lin[1], ang[2]], dtype=np.float64)
-        if not np.all(np.isfinite(cmd)):
-            self._reject("Twist contains NaN/inf")
-            return
-        if self.command_ranges is not None:  # the policy never saw commands beyond its training ranges
-            cmd = np.clip(cmd, self.command_ranges[:, 0], self.command_ranges[:, 1])
-        with self._lock:
-            self._cmd = (cmd, time.monotonic())
-            self.counters["cmd_vel"] += 1
-
-    def _on_pose_command(self, msg: m.Float64MultiArray) -> None:
-        try:
-            pose = self.arm.parse_pose(msg)
-        except ValueError as e:
-            self._reject(str(e))
-            return
-        with self._lock:
-            self._cmd = (pose, time.monotonic())
-            self.counters["pose_command"] += 1
-
-    def _on_height_map(self, msg: m.Float64MultiArray) -> None:
-        try:
-            scan = self.height_map.parse(msg, self.safety_cfg.max_height_map)
-        except ValueError as e:
-            self._reject(f"height map refused: {e}")
-            return
-        with self._lock:
-            self._height = (scan, time.monotonic())
-            self.counters["height_map"] += 1
-
-    def _height_map_fault(self, height: tuple[np.ndarray, float] | None, now: float) -> str | None:
-        if self.height_map is None:
-            return None
-        if height is None:
-            return f"no height map received yet on {self.params.height_map_topic!r}"
-        age, limit = now - height[1], self.safety_cfg.height_map_timeout
-        return f"height map is stale: {age * 1e3:.0f} ms old (> height_map_timeout {limit * 1e3:.0f} ms)" \
-            if age > limit else None
-
-    def _on_estop(self, msg: m.Bool) -> None:
-        if msg.data:
-            with self._lock:
-                self._hold = "e-stop message received"
+    @property
+    def _joints(self) -> tuple[np.ndarray, np.ndarray, float] | None:
+        """The latest accepted joint state (positions, velocities in policy order, time); tests wait on it."""
+        return self.inputs.joints
 
     def _on_start(self, msg: m.Bool) -> None:
         if msg.data:
@@ -295,23 +161,21 @@ class DeployNode:
 
     def start(self) -> None:
         """The operator's start (a start message): clear a latched hold and stand up."""
-        with self._lock:
-            self._hold = None
-            self._malformed = None
+        self.inputs.clear_for_start()
         self.safety.request_start()
 
     def apply_safety(self, cfg: SafetyConfig) -> None:
         """New watchdog limits (``ros2 param set``), in force from the next tick."""
-        resolved = cfg.resolved(1.0 / self.rate_hz)
+        resolved = cfg.resolved(1.0 / self.rate_hz, self.stand_up_stiffness)
         self.safety.cfg = resolved
         self.safety_cfg = resolved
+        self.inputs.safety_cfg = resolved
         log.info("safety parameters now %s", resolved)
 
     # -- lifecycle (rclpy managed node) -------------------------------------------------------------
     def activate(self) -> None:
         """Commands on; stand up now if ``safety.auto_start`` (else on a start message)."""
-        with self._lock:
-            self._hold = None
+        self.inputs.set_hold(None)
         self.enabled = True
         if self.params.safety.auto_start:
             self.safety.request_start()
@@ -325,8 +189,7 @@ class DeployNode:
 
     def deactivate(self) -> None:
         """Damping (latched) until the next activate or start."""
-        with self._lock:
-            self._hold = "deactivated (lifecycle)"
+        self.inputs.set_hold("deactivated (lifecycle)")
 
     # -- the loop ---------------------------------------------------------------------------------
     def tick(self) -> Mode:
@@ -334,10 +197,7 @@ class DeployNode:
         lat = self.latency
         t0 = time.perf_counter_ns()
         now = time.monotonic()
-        with self._lock:
-            joints, imu, cmd, hold, height = self._joints, self._imu, self._cmd, self._hold, self._height
-            malformed, self._malformed = self._malformed, None
-        imu = self._base_state(joints, imu)
+        joints, imu, cmd, hold, height, malformed = self.inputs.take()
         pos = vel = grav = gyro = None
         state_age = math.inf
         if joints is not None and imu is not None:
@@ -355,7 +215,7 @@ class DeployNode:
         else:
             fault = find_fault(self.safety_cfg, pos, vel, grav, gyro, state_age, cmd_age, self.joint_limits,
                                need_command=self.safety.mode == Mode.POLICY and self.arm is None) \
-                or self._height_map_fault(height, now)
+                or self.inputs.height_map_fault(height, now, self.params.height_map_topic)
         before = self.safety.mode
         if before in (Mode.STAND_UP, Mode.POLICY) and state_age != math.inf:
             self.max_state_age = max(self.max_state_age, state_age)
@@ -373,7 +233,7 @@ class DeployNode:
         targets = obs = actions = signals = None
         if mode == Mode.POLICY:
             self.counters["policy_ticks"] += 1
-            signals = self._signals(joints, imu, cmd, height)
+            signals = self.inputs.signals(joints, imu, cmd, height)
             obs = self.policy.observation(signals)
             t2 = time.perf_counter_ns()
             actions = self.policy.policy(obs)
@@ -410,12 +270,6 @@ class DeployNode:
             self.publish_status()
         return mode
 
-    def _base_state(self, joints: tuple | None, imu: tuple | None) -> tuple | None:
-        """The IMU's reading; for an arm (none) :data:`FIXED_BASE`, as fresh as its joint state."""
-        if self.arm is None or joints is None:
-            return imu
-        return (*FIXED_BASE, joints[2])
-
     def _keep_in_workspace(self, out: Any, now: float, joints: tuple) -> tuple[Any, Mode]:
         """An arm's policy command, its target moved inside the workspace box (``ArmSide.guard``); a fault
         where that cannot be done (the measured end effector is outside)."""
@@ -443,18 +297,6 @@ class DeployNode:
         self._publish_cmd(data)
         self.counters["published"] += 1
 
-    def _signals(self, joints: tuple, imu: tuple, cmd: tuple | None, height: tuple | None) -> dict[str, np.ndarray]:
-        """The robot signals of the observation terms (policy joint order): the operator's command (a velocity;
-        an arm's pose target, the default pose's until one arrives), the height map's scan too."""
-        signals = {"imu_quat": imu[0], "imu_gyro": imu[1], "joint_pos": joints[0], "joint_vel": joints[1]}
-        if self.arm is None:
-            signals["command"] = cmd[0] if cmd is not None else np.zeros(3)
-        else:
-            signals["pose_command"] = cmd[0] if cmd is not None else self.arm.default_target
-        if height is not None:
-            signals["height_scan"] = height[0]
-        return signals
-
     def _log_attrs(self) -> dict[str, Any]:
         meta = self.policy.policy.metadata
         return {"bundle": str(Path(self.params.bundle).resolve()) if self.params.bundle else "",
@@ -466,7 +308,7 @@ class DeployNode:
                      height: tuple | None) -> None:
         """Close the recorded episode with the observation after its last action, from the latest
         signals (the one the next policy tick would have consumed)."""
-        signals = self._signals(joints, imu, cmd, height)
+        signals = self.inputs.signals(joints, imu, cmd, height)
         obs = self.policy.peek_observation(signals)
         grav = projected_gravity({"imu_quat": imu[0]})
         age = now - min(joints[2], imu[2])
@@ -483,8 +325,8 @@ class DeployNode:
         return {"mode": self.safety.mode.value, "fault": self.safety.fault, "stop": self.safety.stop,
                 "mode_at_stop": self.mode_at_stop,
                 "waiting": self.waiting, "enabled": self.enabled, **self.counters,
-                "last_rejection": self.last_rejection, "last_clamp": self.last_clamp,
-                "velocity_source": self.velocity_source,
+                "last_rejection": self.inputs.last_rejection, "last_clamp": self.last_clamp,
+                "velocity_source": self.inputs.velocity_source,
                 "state_clock": "header stamps" if self.safety_cfg.use_header_stamps else "arrival",
                 "state_timeout_ms": round(self.safety_cfg.state_timeout * 1e3, 2),
                 "ticks": self.timer.ticks, "deadline_misses": self.timer.misses, "rate_hz": self.rate_hz,
@@ -563,8 +405,7 @@ class DeployNode:
     def _final_damping(self, reason: str) -> None:
         """Leave the robot damped (or holding its measured pose), never on a policy target;
         ``reason`` becomes the status's ``stop`` (or, for a loop error, its ``fault``)."""
-        with self._lock:
-            self._hold = reason
+        self.inputs.set_hold(reason)
         try:
             self.tick()
         except Exception:  # the transport may already be gone (interpreter shutdown)
@@ -572,9 +413,7 @@ class DeployNode:
 
     def _stop_recording(self) -> None:
         if self.recorder.active:
-            with self._lock:
-                joints, imu, cmd, height = self._joints, self._imu, self._cmd, self._height
-            imu = self._base_state(joints, imu)
+            joints, imu, cmd, height = self.inputs.latest()
             self._end_episode(time.monotonic(), "stopped", False, joints, imu, cmd, height)
         self.recorder.flush()
 

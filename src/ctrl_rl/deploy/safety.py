@@ -13,7 +13,8 @@ Modes (rl_sar / unitree_rl_gym users know them):
   sim2sim). Before that start no command has non-zero gains (with the default ``passive_kd``) or a
   target other than the measured pose.
 - ``stand_up``: joint targets move linearly from the pose at entry to the bundle's default pose
-  over ``stand_up_time``, then hold it for ``stand_hold_time``, with the bundle's PD gains.
+  over ``stand_up_time``, then hold it for ``stand_hold_time``, with the bundle's PD gains (stiffer by
+  ``stand_up_stiffness``, up to 10 x).
 - ``policy``: the policy's joint targets with the bundle's gains.
 - ``damping``: any fault (stale or malformed data, joint limits, tilt, e-stop) from stand-up or
   policy lands here and **latches**: only an explicit start message leaves it. An operator's stop
@@ -35,6 +36,9 @@ from typing import Any
 import numpy as np
 
 from .typed_params import check_value, from_flat
+
+MAX_STAND_UP_STIFFNESS = 10.0
+"""The stiffest stand-up the node sends: 10 x the bundle's kp (joints ~3 x as fast)."""
 
 STATE_TIMEOUT_PERIODS = 2.0
 """``safety.state_timeout = 0`` means this many control periods (see the field's docstring)."""
@@ -81,6 +85,13 @@ class SafetyConfig:
     """Seconds to move from the pose at start to the default pose."""
     stand_hold_time: float = 0.5
     """Seconds to hold the default pose before the policy takes over."""
+    stand_up_stiffness: float = 0.0
+    """The stand-up's and the hold's gains over the bundle's: ``kp x s``, ``kd x sqrt(s)`` (the same damping
+    ratio), at most :data:`MAX_STAND_UP_STIFFNESS`; 0 = the bundle's (its robot YAML's ``stand_up_stiffness``,
+    1 without one). Soft policy gains (the Go1's place its joints at 10 Hz) let the robot sag under its own
+    weight while it stands (to 0.57 of its standing height), and the policy then lifts it at the torque
+    limit; with ``s`` the policy takes over from the pose its training episodes start in, as Unitree's
+    examples stand up stiffer than they walk."""
     damping_kd: float = 1.0
     """Joint damping (N m s/rad) in damping mode (kp = 0): after a fault or an operator's stop."""
     passive_kd: float = 0.0
@@ -113,12 +124,17 @@ class SafetyConfig:
             setattr(self, f.name, v)
             if isinstance(v, float) and (v < 0 or not math.isfinite(v)):
                 raise ValueError(f"safety.{f.name} must be a finite number >= 0, got {v!r}")
+        if self.stand_up_stiffness > MAX_STAND_UP_STIFFNESS:
+            raise ValueError(f"safety.stand_up_stiffness must be at most {MAX_STAND_UP_STIFFNESS:g} (x the bundle's "
+                             f"kp), got {self.stand_up_stiffness}")
         if not 0 < self.max_tilt < math.pi:
             raise ValueError(f"safety.max_tilt must be in (0, pi) rad, got {self.max_tilt}")
 
-    def resolved(self, control_dt: float) -> SafetyConfig:
-        """This config with ``state_timeout = 0`` replaced by ``STATE_TIMEOUT_PERIODS`` control periods."""
-        return replace(self, state_timeout=self.state_timeout or STATE_TIMEOUT_PERIODS * control_dt)
+    def resolved(self, control_dt: float, stand_up_stiffness: float = 1.0) -> SafetyConfig:
+        """This config with ``state_timeout = 0`` replaced by ``STATE_TIMEOUT_PERIODS`` control periods and
+        ``stand_up_stiffness = 0`` by the bundle's ``stand_up_stiffness``."""
+        return replace(self, state_timeout=self.state_timeout or STATE_TIMEOUT_PERIODS * control_dt,
+                       stand_up_stiffness=self.stand_up_stiffness or stand_up_stiffness)
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> SafetyConfig:
@@ -313,7 +329,8 @@ class SafetyStateMachine:
             return None
         if self.mode == Mode.STAND_UP:
             alpha = min(1.0, (t - self._t0) / self.cfg.stand_up_time) if self.cfg.stand_up_time > 0 else 1.0
-            target, kp, kd = self._q0 + alpha * (self.default_pose - self._q0), self.kp, self.kd
+            s = self.cfg.stand_up_stiffness or 1.0
+            target, kp, kd = self._q0 + alpha * (self.default_pose - self._q0), self.kp * s, self.kd * math.sqrt(s)
         elif self.mode == Mode.POLICY:
             if policy_targets is None:
                 raise ValueError("policy mode needs the policy's joint targets")

@@ -93,6 +93,11 @@ class RobotConfig(RobotDescription):
     """Left/right mirror of the joints, for symmetry augmentation: ``(a, b, s)`` means
     mirror(a) = s·b and mirror(b) = s·a; a centre joint maps to itself (``(waist, waist, -1)``).
     Empty: no mirror declared. Apply it with :meth:`mirror_map`."""
+    stand_up_stiffness: float = 1.0
+    """The deploy node's stand-up gains over ``kp`` (``kp x s``, ``kd x sqrt(s)``; 1 to 10), carried in the
+    bundle (the node's ``safety.stand_up_stiffness`` overrides it). Soft gains that let the robot sag far
+    below its standing height while it holds the default pose want a stiffer stand-up, so the policy takes
+    over where its training episodes start (``init_height``) and not from a crouch."""
     source: str = ""
     """The YAML file this config came from (for messages)."""
 
@@ -151,6 +156,10 @@ class RobotConfig(RobotDescription):
         scales = np.atleast_1d(values.get("action_scale", cls.action_scale))
         if not (np.all(np.isfinite(scales)) and np.all(scales >= 0)):
             raise ValueError(f"{path}: action_scale must be finite and >= 0, got {raw.get('action_scale')}")
+        values["stand_up_stiffness"] = float(raw.get("stand_up_stiffness", cls.stand_up_stiffness))
+        if not 1.0 <= values["stand_up_stiffness"] <= 10.0:
+            raise ValueError(f"{path}: stand_up_stiffness must be in [1, 10] (x kp while the node stands the robot "
+                             f"up), got {raw['stand_up_stiffness']}")
         values["collide"] = tuple(raw.get("collide") or ())
         if raw.get("physics", cls.physics) not in PHYSICS_CHOICES:
             raise ValueError(f"{path}: physics must be one of {list(PHYSICS_CHOICES)} (task: the task's physics "

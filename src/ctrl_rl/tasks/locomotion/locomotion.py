@@ -446,6 +446,7 @@ class VelocityTask:
             "action_lowpass_hz": self.cfg.action_lowpass_hz,
             **({"gait_period": self.cfg.gait_period} if self.cfg.gait_period > 0 else {}),
             "kp": list(r.kp), "kd": list(r.kd), "torque_limits": list(r.torque_limits),
+            "stand_up_stiffness": r.stand_up_stiffness,  # the node's stand-up gains over kp
             "joint_limits": self.joint_limits.tolist(),  # hard [lo, hi] per joint (rad), for the deploy watchdog
             "control_dt": self.step_dt, "decimation": self.decimation,
             "command": {"names": ["lin_vel_x", "lin_vel_y", "ang_vel_yaw"],
