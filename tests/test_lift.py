@@ -19,6 +19,7 @@ from ctrl_rl.robots.terms import object_pose, object_to_ee  # noqa: E402
 from ctrl_rl.runners.episodes import run_episodes, zero_policy  # noqa: E402
 from ctrl_rl.sims import make_env  # noqa: E402
 from ctrl_rl.tasks.manipulation.experts import EXPERTS, cube_yaw, grasp_quat  # noqa: E402
+from ctrl_rl.tasks.manipulation.insert_config import InsertConfig  # noqa: E402
 from ctrl_rl.tasks.manipulation.lift_config import LiftConfig  # noqa: E402
 from ctrl_rl.tasks.manipulation.rewards import lift_terms  # noqa: E402
 
@@ -51,17 +52,25 @@ def test_lift_terms_hand_computed():
         np.testing.assert_allclose(terms[name].numpy(), value, rtol=1e-5, err_msg=name)
 
 
-@pytest.mark.parametrize(("kwargs", "words"), [
-    ({"lift_height": (0.03, 0.2)}, "raise lift_height's low end"),
-    ({"cube_mass": (0.0, 0.1)}, "cube_mass and cube_friction must be > 0"),
-    ({"cube_yaw": (0.5, -0.5)}, "cube_yaw must be [low, high] with low <= high"),
-    ({"rewards": {"lfit": 1.0}}, "unknown reward term(s) ['lfit'] of task lift"),
-    ({"cube_sise": 0.02}, "no parameter(s) ['cube_sise']"),
-    ({"success_tolerance": 0.0}, "success_tolerance=0.0: each must be > 0"),
+@pytest.mark.parametrize(("config", "kwargs", "words"), [
+    (LiftConfig, {"lift_height": (0.03, 0.2)}, "raise lift_height's low end"),
+    (LiftConfig, {"cube_mass": (0.0, 0.1)}, "cube_mass and cube_friction must be > 0"),
+    (LiftConfig, {"cube_yaw": (0.5, -0.5)}, "cube_yaw must be [low, high] with low <= high"),
+    (LiftConfig, {"rewards": {"lfit": 1.0}}, "unknown reward term(s) ['lfit'] of task lift"),
+    (LiftConfig, {"cube_sise": 0.02}, "no parameter(s) ['cube_sise']"),
+    (LiftConfig, {"success_tolerance": 0.0}, "success_tolerance=0.0: each must be > 0"),
+    (InsertConfig, {"peg_tip": 0.02}, "must lie between hole_depth"),
+    (InsertConfig, {"peg_mass": (0.0, 0.1)}, "peg_mass and peg_friction must be > 0"),
+    (InsertConfig, {"socket_yaw": (0.3, -0.3)}, "socket_yaw must be [low, high] with low <= high"),
+    (InsertConfig, {"rewards": {"insret": 1.0}}, "unknown reward term(s) ['insret'] of task insert"),
+    (InsertConfig, {"clearence": 0.001}, "no parameter(s) ['clearence']"),
+    (InsertConfig, {"clearance": 0.0}, "clearance=0.0: each must be > 0"),
+    (InsertConfig, {"success_depth": 1.2}, "success_depth must be <= 1"),
 ])
-def test_the_config_refuses_what_cannot_be_right_and_names_the_fix(kwargs, words):
+def test_the_config_refuses_what_cannot_be_right_and_names_the_fix(config, kwargs, words):
+    """Lift's and insert's configs (``ArmTaskConfig``'s checks and their own)."""
     with pytest.raises(ValueError) as e:
-        LiftConfig.from_kwargs(**kwargs)
+        config.from_kwargs(**kwargs)
     assert words in str(e.value), str(e.value)
 
 

@@ -65,16 +65,22 @@ def fill_alternating(alg: PPO, steps: int, envs: int) -> None:
     alg.prepare_update()
 
 
-def test_the_loss_makes_a_jittery_policy_smooth():
-    """With no reward to chase, the smoothness loss alone takes a policy that answers a flipping observation
-    with a flipping action (second difference 4 x 0.5 = 2 per step) to a nearly steady one."""
+def steep_ppo(**penalty: float) -> PPO:
+    """PPO on a 1-d observation whose policy is linear with slope 0.5 and no bias, trained by ``penalty``
+    alone (no entropy, fixed learning rate 0.05, one minibatch)."""
     cfg = PPOConfig(num_steps_per_env=8, actor_hidden=[], critic_hidden=[8], normalize_obs=False, entropy_coef=0.0,
-                    smoothness_coef=1.0, num_minibatches=1, num_learning_epochs=1, schedule="fixed",
-                    learning_rate=0.05)
+                    num_minibatches=1, num_learning_epochs=1, schedule="fixed", learning_rate=0.05, **penalty)
     alg = PPO(cfg, {"policy": 1}, 1, num_envs=4, device="cpu")
     with torch.no_grad():
         alg.model.actor.net[-1].weight.fill_(0.5)
         alg.model.actor.net[-1].bias.zero_()
+    return alg
+
+
+def test_the_loss_makes_a_jittery_policy_smooth():
+    """With no reward to chase, the smoothness loss alone takes a policy that answers a flipping observation
+    with a flipping action (second difference 4 x 0.5 = 2 per step) to a nearly steady one."""
+    alg = steep_ppo(smoothness_coef=1.0)
     fill_alternating(alg, 8, 4)
     first = alg.update()["smoothness"]
     assert first == pytest.approx(4.0, rel=1e-4)  # (0.5 + 1 + 0.5)^2
@@ -117,15 +123,19 @@ def test_the_loss_waits_for_its_start():
     assert seen == [False, False, True] and float(alg.smoothness_weight) == pytest.approx(0.015)
 
 
-def test_training_logs_the_smoothness_loss_and_non_gaussian_policies_refuse_it(tmp_path):
+@pytest.mark.parametrize(("option", "refusal"), [("smoothness_coef", "fpo's policy has no Gaussian mean"),
+                                                 ("lipschitz_coef", "fpo's actor has no Gaussian mean")])
+def test_training_logs_the_penalty_and_non_gaussian_policies_refuse_it(tmp_path, option, refusal):
+    """Both smoothness options (the CAPS loss and LCP's penalty): a TensorBoard scalar per update, and a
+    clear refusal from a learner without a Gaussian mean."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     common = ["env.num_envs=8", "algo.num_steps_per_env=8", "runner.max_iterations=2", "runner.progress=false",
               "algo.actor_hidden=[16]", "algo.critic_hidden=[16]", f"runner.log_root={tmp_path}"]
-    run = train(["task=pendulum", "algo.smoothness_coef=1.0", *common])
+    run = train(["task=pendulum", f"algo.{option}=0.5", *common])
     ea = EventAccumulator(str(run))
     ea.Reload()
-    values = [e.value for e in ea.Scalars("Loss/smoothness")]
+    values = [e.value for e in ea.Scalars(f"Loss/{option.removesuffix('_coef')}")]
     assert len(values) == 2 and all(v >= 0 for v in values)
-    with pytest.raises(ValueError, match="algo.smoothness_coef: fpo's policy has no Gaussian mean"):
-        train(["algo=fpo", "task=pendulum", "algo.smoothness_coef=1.0", *common])
+    with pytest.raises(ValueError, match=f"algo.{option}: {refusal}"):
+        train(["algo=fpo", "task=pendulum", f"algo.{option}=1.0", *common])
