@@ -12,7 +12,6 @@ import pytest
 import torch
 
 mujoco = pytest.importorskip("mujoco")
-from task_conformance import check_task  # noqa: E402
 
 from ctrl_rl.env import SimulationError  # noqa: E402
 from ctrl_rl.runners.episodes import run_episodes, zero_policy  # noqa: E402
@@ -68,12 +67,7 @@ def test_the_default_clearance_is_at_most_two_millimetres_in_all():
     assert 2 * cfg.clearance <= 0.002 and cfg.hole_half_width == pytest.approx(cfg.peg_half_width + 0.001)
 
 
-# ---- the task on the backends --------------------------------------------------------------------------
-@pytest.mark.parametrize("sim", ["mujoco", "mjwarp"])
-def test_insert_passes_the_conformance_suite(sim):
-    check_task("insert", sim=sim, num_envs=4, steps=30, episode_length_s=0.4)  # resets inside the checks
-
-
+# ---- the task (its conformance suite runs in tests/test_lift.py) ------------------------------------------
 def test_the_socket_is_drawn_per_episode_and_the_peg_per_world_and_the_peg_is_in_hand():
     env = make_env("mujoco", "insert", 32, "cpu", seed=0)
     env.reset(seed=0)

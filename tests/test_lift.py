@@ -81,8 +81,9 @@ def test_reward_weights_merge_over_the_defaults():
 
 # ---- the task on the backends ----------------------------------------------------------------------
 @pytest.mark.parametrize("sim", ["mujoco", "mjwarp"])
-def test_lift_passes_the_conformance_suite(sim):
-    check_task("lift", sim=sim, num_envs=4, steps=30, episode_length_s=0.4)  # resets inside the checks
+@pytest.mark.parametrize("task", ["lift", "insert"])
+def test_the_object_tasks_pass_the_conformance_suite(task, sim):
+    check_task(task, sim=sim, num_envs=4, steps=30, episode_length_s=0.4)  # resets inside the checks
 
 
 def test_the_cube_starts_at_rest_in_its_ranges_with_drawn_friction_and_mass():
