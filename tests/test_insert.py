@@ -83,8 +83,8 @@ def test_the_socket_is_drawn_per_episode_and_the_peg_per_world_and_the_peg_is_in
     assert torch.allclose(reach, torch.full((32,), c.peg_tip), atol=1e-5)
     friction = env.physics.model_field("geom_friction")[:, task.peg_geom, 0]
     mass = env.physics.model_field("body_mass")[:, task.peg_body]
-    assert c.peg_friction[0] <= float(friction.min()) < float(friction.max()) <= c.peg_friction[1]
-    assert c.peg_mass[0] <= float(mass.min()) < float(mass.max()) <= c.peg_mass[1]
+    assert c.object_friction[0] <= float(friction.min()) < float(friction.max()) <= c.object_friction[1]
+    assert c.object_mass[0] <= float(mass.min()) < float(mass.max()) <= c.object_mass[1]
     for _ in range(20):  # the socket holds still under a resting arm; the gripper closes on the peg
         env.step(torch.zeros(32, env.action_dim))
     assert torch.allclose(task.signals(env.physics)["object_pose"], socket, atol=1e-6)

@@ -54,13 +54,13 @@ def test_lift_terms_hand_computed():
 
 @pytest.mark.parametrize(("config", "kwargs", "words"), [
     (LiftConfig, {"lift_height": (0.03, 0.2)}, "raise lift_height's low end"),
-    (LiftConfig, {"cube_mass": (0.0, 0.1)}, "cube_mass and cube_friction must be > 0"),
+    (LiftConfig, {"object_mass": (0.0, 0.1)}, "object_mass and object_friction must be > 0"),
     (LiftConfig, {"cube_yaw": (0.5, -0.5)}, "cube_yaw must be [low, high] with low <= high"),
     (LiftConfig, {"rewards": {"lfit": 1.0}}, "unknown reward term(s) ['lfit'] of task lift"),
     (LiftConfig, {"cube_sise": 0.02}, "no parameter(s) ['cube_sise']"),
     (LiftConfig, {"success_tolerance": 0.0}, "success_tolerance=0.0: each must be > 0"),
     (InsertConfig, {"peg_tip": 0.02}, "must lie between hole_depth"),
-    (InsertConfig, {"peg_mass": (0.0, 0.1)}, "peg_mass and peg_friction must be > 0"),
+    (InsertConfig, {"object_friction": (0.0, 0.5)}, "object_mass and object_friction must be > 0"),
     (InsertConfig, {"socket_yaw": (0.3, -0.3)}, "socket_yaw must be [low, high] with low <= high"),
     (InsertConfig, {"rewards": {"insret": 1.0}}, "unknown reward term(s) ['insret'] of task insert"),
     (InsertConfig, {"clearence": 0.001}, "no parameter(s) ['clearence']"),
@@ -99,8 +99,8 @@ def test_the_cube_starts_at_rest_in_its_ranges_with_drawn_friction_and_mass():
     assert float(yaw.max() - yaw.min()) > 1.0  # drawn, not fixed
     friction = env.physics.model_field("geom_friction")[:, task.cube_geom, 0]
     mass = env.physics.model_field("body_mass")[:, task.cube_body]
-    assert c.cube_friction[0] <= float(friction.min()) < float(friction.max()) <= c.cube_friction[1]
-    assert c.cube_mass[0] <= float(mass.min()) < float(mass.max()) <= c.cube_mass[1]
+    assert c.object_friction[0] <= float(friction.min()) < float(friction.max()) <= c.object_friction[1]
+    assert c.object_mass[0] <= float(mass.min()) < float(mass.max()) <= c.object_mass[1]
     target = task.lift_target[:, 0]
     assert c.lift_height[0] <= float(target.min()) < float(target.max()) <= c.lift_height[1]
 

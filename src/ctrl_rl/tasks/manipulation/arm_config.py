@@ -13,7 +13,7 @@ import mujoco
 
 from ctrl_rl.robots.arm import load_arm
 from ctrl_rl.robots.physics import set_physics
-from ctrl_rl.tasks.task_kwargs import TaskPhysics, check_ranges
+from ctrl_rl.tasks.task_kwargs import Range, TaskPhysics, check_ranges
 
 
 def as_tuples(value: Any) -> Any:
@@ -84,3 +84,25 @@ class ArmTaskConfig(TaskPhysics):
         """The task's physics profile on ``model`` (``robots/physics.py``), as the arm YAML's ``physics`` says."""
         set_physics(model, self.physics_profile(), load_arm(self.arm))
         return model
+
+
+@dataclass
+class ObjectTaskConfig(ArmTaskConfig):
+    """What the arm tasks with an object in play add (lift's cube, insert's peg): a longer episode, a closer
+    start, and the object's physics drawn per world at every ``env.reset``."""
+
+    episode_length_s: float = 5.0
+    """Episode time limit (s, truncation): time for the scripted expert's approach, grasp or alignment, and hold."""
+    init_joint_noise: float = 0.1
+    """Reset arm joints: default pose + uniform noise of this half-width (rad), inside the joint range."""
+    object_friction: Range = (0.6, 1.2)
+    """The object's sliding friction coefficient, per world (MuJoCo combines it with a finger's or a wall's by
+    the maximum)."""
+    object_mass: Range = (0.03, 0.1)
+    """The object's mass (kg), per world, its inertia scaled with it (mjlab's lift cube: 0.05)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.object_mass[0] <= 0 or self.object_friction[0] <= 0:
+            raise ValueError(f"task.kwargs.object_mass and object_friction must be > 0, got {list(self.object_mass)}, "
+                             f"{list(self.object_friction)}")

@@ -170,10 +170,11 @@ class ArmTask:
     def randomize_model(self, physics: Any, gen: torch.Generator) -> None:
         """Every arm the same."""
 
-    def randomize_object(self, physics: Any, gen: torch.Generator, body: int, geom: int,
-                         friction: Sequence[float], mass: Sequence[float]) -> None:
+    def randomize_object(self, physics: Any, gen: torch.Generator, body: int, geom: int) -> None:
         """Each world's sliding friction of ``geom`` and mass of ``body`` (its inertia scaled with it), uniform in
-        the ``[low, high]`` ranges ``friction`` and ``mass``: ``_RANDOMIZED`` must name the three fields."""
+        ``task.kwargs.object_friction`` and ``object_mass`` (:class:`~.arm_config.ObjectTaskConfig`):
+        ``_RANDOMIZED`` must name the three fields."""
+        friction, mass = self.cfg.object_friction, self.cfg.object_mass
         if not self._nominal:
             self._nominal = {k: physics.model_field(k).to(self.device) for k in self._RANDOMIZED}
         new = {k: self._nominal[k].clone() for k in ("geom_friction", "body_mass", "body_inertia")}

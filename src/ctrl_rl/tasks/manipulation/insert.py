@@ -67,7 +67,7 @@ def add_peg_and_socket(spec: mujoco.MjSpec, cfg: InsertConfig, frame: str, ee_si
     mujoco.mju_rotVecQuat(centre, np.array([0.0, 0.0, cfg.peg_tip - cfg.peg_length / 2]), quat)
     w, half = cfg.peg_half_width, cfg.peg_length / 2
     peg = spec.site(ee_site).parent.add_body(name=PEG, pos=pos + centre, quat=quat)
-    peg.add_geom(name=f"{PEG}_geom", type=mujoco.mjtGeom.mjGEOM_BOX, size=[w, w, half], mass=sum(cfg.peg_mass) / 2,
+    peg.add_geom(name=f"{PEG}_geom", type=mujoco.mjtGeom.mjGEOM_BOX, size=[w, w, half], mass=sum(cfg.object_mass) / 2,
                  friction=[1.0, 5e-3, 5e-4], priority=1, rgba=[0.9, 0.6, 0.1, 1.0])
     peg.add_site(name=f"{PEG}_tip", pos=[0.0, 0.0, half])
     home = [sum(cfg.socket_x) / 2, sum(cfg.socket_y) / 2, 0.0]
@@ -113,7 +113,7 @@ class InsertTask(ArmTask):
 
     @classmethod
     def scene(cls, cfg: InsertConfig) -> Callable[[mujoco.MjSpec], None]:
-        """The peg and the socket (:func:`add_peg_and_socket`), the peg's mass the middle of ``peg_mass`` until
+        """The peg and the socket (:func:`add_peg_and_socket`), the peg's mass the middle of ``object_mass`` until
         :meth:`randomize_model`."""
         arm = load_arm(cfg.arm)
         return lambda spec: add_peg_and_socket(spec, cfg, arm.base_body, arm.ee_site)
@@ -132,7 +132,7 @@ class InsertTask(ArmTask):
     # -- hooks called by MjVecEnv ----------------------------------------------------------------
     def randomize_model(self, physics: Any, gen: torch.Generator) -> None:
         """Each world's peg friction and mass (inertia scaled with the mass), uniform in their ranges."""
-        self.randomize_object(physics, gen, self.peg_body, self.peg_geom, self.cfg.peg_friction, self.cfg.peg_mass)
+        self.randomize_object(physics, gen, self.peg_body, self.peg_geom)
 
     def sample_initial_state(self, physics: Any, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """The arm's start (``ArmTask``) and the socket's position and yaw, uniform in their ranges."""

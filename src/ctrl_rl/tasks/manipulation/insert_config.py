@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from ctrl_rl.tasks.task_kwargs import Range
 
-from .arm_config import ArmTaskConfig, check_positive
+from .arm_config import ObjectTaskConfig, check_positive
 from .rewards import INSERT_TERMS
 
 INSERT_REWARDS = {"keypoint": 1.0, "keypoint_fine": 2.0, "align": 2.0, "orientation": 1.0, "insert": 8.0,
@@ -19,7 +19,7 @@ a coarse and a fine scale, then the insertion itself); the action-rate penalty i
 
 
 @dataclass
-class InsertConfig(ArmTaskConfig):
+class InsertConfig(ObjectTaskConfig):
     """Insert a peg held in the gripper into a square hole of a socket fixed on the table (``task.kwargs.<name>=...``).
 
     The peg (a square bar of half-width ``peg_half_width`` and length ``peg_length``) is held rigidly by the end
@@ -28,7 +28,7 @@ class InsertConfig(ArmTaskConfig):
     half-width ``peg_half_width + clearance`` (``clearance`` per side: 1 mm, 2 mm in all), standing on the table.
     At each episode's reset the socket's centre is uniform in ``socket_x`` x ``socket_y`` (m, the arm's base
     frame) and its yaw uniform in ``socket_yaw``; each world's peg gets a sliding friction uniform in
-    ``peg_friction`` and a mass uniform in ``peg_mass`` at every ``env.reset`` (lift's rule).
+    ``object_friction`` and a mass uniform in ``object_mass`` at every ``env.reset`` (lift's rule).
 
     Success (the ``success_rate`` of ``ctrl-rl eval``): the peg's tip at least ``success_depth`` x ``hole_depth``
     below the hole's top and within ``clearance`` + ``success_margin`` of the hole's axis (lateral), for the last
@@ -39,10 +39,6 @@ class InsertConfig(ArmTaskConfig):
     REWARD_TERMS: ClassVar[tuple[str, ...]] = INSERT_TERMS
     DEFAULT_REWARDS: ClassVar[dict[str, float]] = INSERT_REWARDS
 
-    episode_length_s: float = 5.0
-    """Episode time limit (s, truncation): time for the scripted expert's approach, alignment, descent and hold."""
-    init_joint_noise: float = 0.1
-    """Reset arm joints: default pose + uniform noise of this half-width (rad), inside the joint range."""
     peg_half_width: float = 0.008
     """The peg's half-width (m): a 16 mm square bar."""
     peg_length: float = 0.08
@@ -62,9 +58,9 @@ class InsertConfig(ArmTaskConfig):
     """The socket's centre, y (m, base frame)."""
     socket_yaw: Range = (-0.3, 0.3)
     """The socket's yaw (rad), one per episode."""
-    peg_friction: Range = (0.3, 0.8)
+    object_friction: Range = (0.3, 0.8)
     """The peg's sliding friction coefficient, per world (MuJoCo combines it with a wall's by the maximum)."""
-    peg_mass: Range = (0.02, 0.08)
+    object_mass: Range = (0.02, 0.08)
     """The peg's mass (kg), per world."""
     socket_obs_noise: float = 0.0005
     """Uniform noise on the observed socket pose (m; times ``obs_noise``): half the clearance, what a good
@@ -85,12 +81,9 @@ class InsertConfig(ArmTaskConfig):
     with the socket)."""
 
     def __post_init__(self) -> None:
-        super().__post_init__()  # the shared settings and every range's low <= high
+        super().__post_init__()  # the shared settings, every range's low <= high, the object's physics
         check_positive(self, ("peg_half_width", "peg_length", "peg_tip", "clearance", "hole_depth", "wall_thickness",
                               "success_depth", "keypoint_std", "keypoint_fine_std", "align_std", "orientation_std"))
-        if self.peg_mass[0] <= 0 or self.peg_friction[0] <= 0:
-            raise ValueError(f"task.kwargs.peg_mass and peg_friction must be > 0, got {list(self.peg_mass)}, "
-                             f"{list(self.peg_friction)}")
         if self.success_depth > 1 or self.success_margin < 0 or self.socket_obs_noise < 0:
             raise ValueError(f"task.kwargs.success_depth must be <= 1 (a fraction of hole_depth) and success_margin, "
                              f"socket_obs_noise >= 0, got {self.success_depth}, {self.success_margin}, "

@@ -78,9 +78,9 @@ class LiftTask(ArmTask):
 
     @classmethod
     def scene(cls, cfg: LiftConfig) -> Callable[[mujoco.MjSpec], None]:
-        """The cube (:func:`add_cube`), its mass the middle of ``cube_mass`` until :meth:`randomize_model`."""
+        """The cube (:func:`add_cube`), its mass the middle of ``object_mass`` until :meth:`randomize_model`."""
         frame = load_arm(cfg.arm).base_body
-        return lambda spec: add_cube(spec, cfg.cube_size, sum(cfg.cube_mass) / 2, frame)
+        return lambda spec: add_cube(spec, cfg.cube_size, sum(cfg.object_mass) / 2, frame)
 
     def signals(self, physics: Any) -> dict[str, torch.Tensor]:
         """The arm's signals and the cube's pose (``object_pose``, base frame) and the target height."""
@@ -91,7 +91,7 @@ class LiftTask(ArmTask):
     # -- hooks called by MjVecEnv ----------------------------------------------------------------
     def randomize_model(self, physics: Any, gen: torch.Generator) -> None:
         """Each world's cube friction and mass (inertia scaled with the mass), uniform in their ranges."""
-        self.randomize_object(physics, gen, self.cube_body, self.cube_geom, self.cfg.cube_friction, self.cfg.cube_mass)
+        self.randomize_object(physics, gen, self.cube_body, self.cube_geom)
 
     def sample_initial_state(self, physics: Any, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """The arm's start (``ArmTask``) and the cube at rest on the table, its position and yaw uniform."""

@@ -9,7 +9,7 @@ from typing import ClassVar
 from ctrl_rl.robots.physics import PhysicsProfile
 from ctrl_rl.tasks.task_kwargs import Range
 
-from .arm_config import ArmTaskConfig, check_positive
+from .arm_config import ObjectTaskConfig, check_positive
 from .rewards import LIFT_TERMS
 
 LIFT_REWARDS = {"reach": 1.0, "approach": 1.0, "lift": 4.0, "height_tracking": 8.0, "action_rate": -0.01}
@@ -19,13 +19,13 @@ lift above the reach the same way); the action-rate penalty is mjlab's."""
 
 
 @dataclass
-class LiftConfig(ArmTaskConfig):
+class LiftConfig(ObjectTaskConfig):
     """Lift a cube from the table to a target height (``task.kwargs.<name>=...``).
 
     The cube (a box of half-size ``cube_size`` on a free joint) starts at rest on the table at a position
     uniform in ``cube_x`` x ``cube_y`` (m, the arm's base frame), turned about the vertical by a yaw uniform in
-    ``cube_yaw``; each world's cube gets a sliding friction uniform in ``cube_friction`` and a mass uniform in
-    ``cube_mass`` (its inertia scaled with it) at every ``env.reset``. The target height (of the cube's centre
+    ``cube_yaw``; each world's cube gets a sliding friction uniform in ``object_friction`` and a mass uniform in
+    ``object_mass`` (its inertia scaled with it) at every ``env.reset``. The target height (of the cube's centre
     above the table) is uniform in ``lift_height``, one per episode.
 
     Success (the ``success_rate`` of ``ctrl-rl eval``): the cube's centre within ``success_tolerance`` (2 cm)
@@ -36,10 +36,6 @@ class LiftConfig(ArmTaskConfig):
     REWARD_TERMS: ClassVar[tuple[str, ...]] = LIFT_TERMS
     DEFAULT_REWARDS: ClassVar[dict[str, float]] = LIFT_REWARDS
 
-    episode_length_s: float = 5.0
-    """Episode time limit (s, truncation): time for the scripted expert's approach, grasp, lift and hold."""
-    init_joint_noise: float = 0.1
-    """Reset arm joints: default pose + uniform noise of this half-width (rad), inside the joint range."""
     cube_size: float = 0.02
     """The cube's half-size (m; mjlab's lift cube: 0.02, a 4 cm cube)."""
     cube_x: Range = (0.22, 0.34)
@@ -49,10 +45,6 @@ class LiftConfig(ArmTaskConfig):
     cube_yaw: Range = (-0.7, 0.7)
     """The cube's start yaw (rad). Within +-pi/4 a top grasp's wrist turn follows the yaw continuously (a cube
     has four grasps; wider ranges make the nearest one jump)."""
-    cube_friction: Range = (0.6, 1.2)
-    """The cube's sliding friction coefficient, per world (MuJoCo combines it with a finger's by the maximum)."""
-    cube_mass: Range = (0.03, 0.1)
-    """The cube's mass (kg), per world (mjlab's: 0.05)."""
     lift_height: Range = (0.1, 0.2)
     """The target height of the cube's centre above the table (m), one per episode."""
     success_tolerance: float = 0.02
@@ -69,12 +61,9 @@ class LiftConfig(ArmTaskConfig):
     """``height_tracking``'s kernel width (m)."""
 
     def __post_init__(self) -> None:
-        super().__post_init__()  # the shared settings and every range's low <= high
+        super().__post_init__()  # the shared settings, every range's low <= high, the object's physics
         check_positive(self, ("cube_size", "success_tolerance", "reach_std", "approach_std", "grasp_distance",
                               "height_std"))
-        if self.cube_mass[0] <= 0 or self.cube_friction[0] <= 0:
-            raise ValueError(f"task.kwargs.cube_mass and cube_friction must be > 0, got {list(self.cube_mass)}, "
-                             f"{list(self.cube_friction)}")
         if self.lift_height[0] < self.cube_size + self.success_tolerance:
             raise ValueError(f"task.kwargs.lift_height {list(self.lift_height)} starts below the cube's rest height "
                              f"plus the success tolerance ({self.cube_size + self.success_tolerance:g} m): a cube "
