@@ -102,3 +102,22 @@ def test_a_fraction_of_the_minibatch_estimates_the_same_penalty():
             alg.model.actor.net[-1].weight.fill_(0.5)
         fill_alternating(alg, 64, 64)
         assert alg.update()["lipschitz"] == pytest.approx(0.25, rel=0.15)
+
+
+def test_the_relative_weight_is_per_unit_of_the_policys_own_penalty():
+    """``lipschitz_relative``: the first penalized minibatch's penalty becomes the reference (held, and kept by
+    a checkpoint), and the step it takes is the absolute penalty's with ``lipschitz_coef / reference``."""
+    rel = steep_ppo(lipschitz_coef=1.0, lipschitz_relative=True)
+    fill_alternating(rel, 8, 4)
+    first = rel.update()["lipschitz"]
+    assert float(rel.lipschitz_ref) == pytest.approx(first)  # one minibatch, one epoch: the same estimate
+    absolute = steep_ppo(lipschitz_coef=1.0 / first)
+    fill_alternating(absolute, 8, 4)
+    absolute.update()
+    assert rel.model.actor.net[-1].weight.item() == pytest.approx(absolute.model.actor.net[-1].weight.item())
+    fill_alternating(rel, 8, 4)
+    rel.update()
+    assert float(rel.lipschitz_ref) == pytest.approx(first)  # held, not re-measured
+    restored = steep_ppo(lipschitz_coef=1.0, lipschitz_relative=True)
+    restored.load_state_dict(rel.state_dict())
+    assert float(restored.lipschitz_ref) == pytest.approx(first)

@@ -109,6 +109,11 @@ class PPOConfig(MemoryConfig, AcceleratedConfig, GaussianPolicyConfig, ActorCrit
     """Updates before the Lipschitz penalty starts (the policy first learns to stand and walk)."""
     lipschitz_ramp: int = 0
     """Updates over which its weight then rises linearly to ``lipschitz_coef`` (LCP's schedule); 0: at once."""
+    lipschitz_relative: bool = False
+    """Divide the penalty by the policy's own squared Jacobian norm when it starts (measured on the first
+    penalized minibatch, then held and checkpointed): ``lipschitz_coef`` is then the weight per unit of the
+    policy's own sensitivity, one number for robots whose walking policies need different gains (a soft-PD
+    Go1 answers its observation about five times as sharply as the stiff ctrl_quad)."""
     lipschitz_fraction: float = 1.0
     """Fraction of each minibatch the penalty is estimated on (its first samples; minibatches are drawn at
     random): the estimate stays unbiased and its double backward costs that fraction."""

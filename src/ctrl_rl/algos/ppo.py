@@ -109,6 +109,8 @@ class PPO(Learner):
         compiled loss reads as an input, updated in place; checkpointed)."""
         self.lipschitz_weight = torch.zeros((), device=self.device)
         """The Lipschitz penalty's weight this update (``algo.lipschitz_*``; a device tensor a captured step reads)."""
+        self.lipschitz_ref = torch.zeros((), device=self.device)
+        """``lipschitz_relative``'s reference: the penalty on the first penalized minibatch (0 until then)."""
         self.lipschitz_active = False
         """Whether this update adds the penalty: from ``lipschitz_start`` on; always with CUDA graphs (one graph)."""
         self.symmetry: Symmetry | None = None
@@ -343,7 +345,12 @@ class PPO(Learner):
         loss, stats = self._loss(mb, critic_only)
         if self.lipschitz_active and not critic_only:
             lipschitz = self.lipschitz_penalty(mb)
-            loss = loss + self.lipschitz_weight * lipschitz
+            weight = self.lipschitz_weight
+            if self.cfg.lipschitz_relative:  # device ops only: a captured step sets the reference too
+                first = (self.lipschitz_ref == 0) & (weight > 0)
+                self.lipschitz_ref.copy_(torch.where(first, lipschitz.detach(), self.lipschitz_ref))
+                weight = weight / self.lipschitz_ref.clamp_min(1e-8)
+            loss = loss + weight * lipschitz
             stats["lipschitz"] = lipschitz.detach()
         kl = stats.pop("kl", None)
         self.optimizer.zero_grad(set_to_none=True)
@@ -371,6 +378,7 @@ class PPO(Learner):
             "generator": self.generator.get_state(),
             "num_updates": self.num_updates,
             "smoothness_weight": float(self.smoothness_weight),
+            "lipschitz_ref": float(self.lipschitz_ref),
             "last_sampling_error": self.last_sampling_error,
             **self.source.state_dict(),
             "episode_state": self.head.episode_state(self.model),
@@ -384,6 +392,7 @@ class PPO(Learner):
         self.lr.set(state["learning_rate"])  # either lr form, whichever the checkpoint was written with
         self.num_updates = state.get("num_updates", 0)
         self.smoothness_weight.fill_(state.get("smoothness_weight", self.cfg.smoothness_coef))
+        self.lipschitz_ref.fill_(state.get("lipschitz_ref", 0.0))
         self.last_sampling_error = state.get("last_sampling_error")
         if self.value_normalizer is not None and state.get("value_normalizer") is not None:
             self.value_normalizer.load_state_dict(state["value_normalizer"])
