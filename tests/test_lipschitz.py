@@ -12,6 +12,7 @@ from ctrl_rl.algos.ppo import PPO
 from ctrl_rl.algos.schedule import ramp_weight
 from ctrl_rl.config import ConfigError
 from ctrl_rl.config_onpolicy import PPOConfig
+from ctrl_rl.env import term_mask
 
 W = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
 
@@ -28,6 +29,10 @@ def test_the_penalty_of_a_linear_map_by_hand():
     # probe (1, 1): W^T v = (4, 6) -> 52; per-sample probes average over the batch: (5 + 25 + 52) / 3
     probe = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
     assert jacobian_penalty(linear(x), x, probe).item() == pytest.approx((5 + 25 + 52) / 3)
+    # a mask keeps only the first input's column: W[0, 0]^2 = 1, W[1, 0]^2 = 9
+    keep_first = torch.tensor([1.0, 0.0])
+    assert jacobian_penalty(linear(x), x, e0, keep_first).item() == pytest.approx(1)
+    assert jacobian_penalty(linear(x), x, e0.flip(-1), keep_first).item() == pytest.approx(9)
 
 
 def test_normal_probes_estimate_the_frobenius_norm():
@@ -78,6 +83,8 @@ def test_the_weight_waits_and_ramps():
         PPOConfig(lipschitz_ramp=-1)
     with pytest.raises(ConfigError, match=r"algo.lipschitz_fraction: must be in \(0, 1\]"):
         PPOConfig(lipschitz_fraction=0.0)
+    with pytest.raises(ConfigError, match="algo.lipschitz_exclude: leaves terms out of the Lipschitz penalty, which"):
+        PPOConfig(lipschitz_exclude=["velocity_commands"])
 
 
 def test_the_penalty_starts_at_its_update():
@@ -121,3 +128,36 @@ def test_the_relative_weight_is_per_unit_of_the_policys_own_penalty():
     restored = steep_ppo(lipschitz_coef=1.0, lipschitz_relative=True)
     restored.load_state_dict(rel.state_dict())
     assert float(restored.lipschitz_ref) == pytest.approx(first)
+
+
+def test_excluded_terms_are_left_out_of_the_penalty():
+    """``lipschitz_exclude`` names terms of ``VecEnv.obs_terms``: their inputs get mask 0 (across the actor's
+    groups, in order); a name the input lacks, or a term list that does not add up to the input, is refused."""
+    terms = {"policy": [("base_ang_vel", 3), ("velocity_commands", 3)], "extra": [("scan", 2)]}
+    assert term_mask(terms, ["policy", "extra"], ["velocity_commands"], "k").tolist() == [1, 1, 1, 0, 0, 0, 1, 1]
+    with pytest.raises(ValueError, match=r"k: no observation term \['scan'\] in the policy's input \['policy'\]"):
+        term_mask(terms, ["policy"], ["scan"], "k")
+    cfg = PPOConfig(num_steps_per_env=8, actor_hidden=[], critic_hidden=[8], lipschitz_coef=1.0,
+                    lipschitz_exclude=["velocity_commands"])
+    alg = PPO(cfg, {"policy": 6}, 1, num_envs=4, device="cpu")
+    alg.set_obs_terms(lambda: {"policy": terms["policy"]})
+    assert alg.lipschitz_mask.tolist() == [1, 1, 1, 0, 0, 0]
+    with pytest.raises(ValueError, match="lipschitz_exclude: the env.s terms add up to 8 inputs, the policy has 6"):
+        alg.set_obs_terms(lambda: {"policy": [("base_ang_vel", 5), ("velocity_commands", 3)]})
+
+
+def test_the_runner_hands_the_envs_terms_to_the_penalty(tmp_path):
+    """Through ``ctrl-rl train``: pendulum's one term (named after its group) excluded leaves nothing to penalize;
+    a term the env does not have is refused with the env's names."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from ctrl_rl.app.train import train
+
+    common = ["task=pendulum", "env.num_envs=8", "algo.num_steps_per_env=8", "runner.max_iterations=2",
+              "runner.progress=false", "algo.actor_hidden=[16]", "algo.critic_hidden=[16]", "algo.lipschitz_coef=1.0",
+              f"runner.log_root={tmp_path}"]
+    ea = EventAccumulator(str(train([*common, "algo.lipschitz_exclude=[policy]"])))
+    ea.Reload()
+    assert [e.value for e in ea.Scalars("Loss/lipschitz")] == [0.0, 0.0]
+    with pytest.raises(ValueError, match=r"lipschitz_exclude: no observation term \['command'\] .* its terms: policy"):
+        train([*common, "algo.lipschitz_exclude=[command]"])

@@ -114,6 +114,10 @@ class PPOConfig(MemoryConfig, AcceleratedConfig, GaussianPolicyConfig, ActorCrit
     penalized minibatch, then held and checkpointed): ``lipschitz_coef`` is then the weight per unit of the
     policy's own sensitivity, one number for robots whose walking policies need different gains (a soft-PD
     Go1 answers its observation about five times as sharply as the stiff ctrl_quad)."""
+    lipschitz_exclude: List[str] = field(default_factory=list)
+    """Observation terms the penalty leaves out (``VecEnv.obs_terms`` names, e.g. ``[velocity_commands]``):
+    the policy may answer those sharply. A velocity command is what tells a walker to walk; penalizing the
+    policy's answer to it trades tracking for smoothness, while the jitter comes from the proprioception."""
     lipschitz_fraction: float = 1.0
     """Fraction of each minibatch the penalty is estimated on (its first samples; minibatches are drawn at
     random): the estimate stays unbiased and its double backward costs that fraction."""
@@ -144,6 +148,8 @@ class PPOConfig(MemoryConfig, AcceleratedConfig, GaussianPolicyConfig, ActorCrit
                "differentiates a feed-forward actor's mean; with a recurrent policy (algo.rnn_type) set it to 0")
         _check(self.lipschitz_start >= 0 and self.lipschitz_ramp >= 0, f"{p}.lipschitz_start",
                f"lipschitz_start and lipschitz_ramp must be >= 0, got {self.lipschitz_start}, {self.lipschitz_ramp}")
+        _check(not self.lipschitz_exclude or self.lipschitz_coef > 0, f"{p}.lipschitz_exclude",
+               "leaves terms out of the Lipschitz penalty, which is off: set algo.lipschitz_coef > 0 too")
         _check(0 < self.lipschitz_fraction <= 1, f"{p}.lipschitz_fraction",
                f"must be in (0, 1], got {self.lipschitz_fraction}")
         _check(self.smoothness_start >= 0, f"{p}.smoothness_start", f"must be >= 0, got {self.smoothness_start}")

@@ -140,3 +140,19 @@ class VecEnv(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook, not abstract
         """Release simulator resources."""
+
+
+def term_mask(obs_terms: dict[str, list[tuple[str, int]]], groups: list[str], exclude: list[str],
+              key: str) -> torch.Tensor:
+    """1 per element of the input that concatenates ``groups`` (``algo.actor_obs``), 0 for the terms named in
+    ``exclude``; a ``ValueError`` under ``key`` for a name no group of the input has."""
+    pieces, names = [], set()
+    for g in groups:
+        for name, dim in obs_terms[g]:
+            pieces.append(torch.full((dim,), 0.0 if name in exclude else 1.0))
+            names.add(name)
+    unknown = sorted(set(exclude) - names)
+    if unknown:
+        raise ValueError(f"{key}: no observation term {unknown} in the policy's input {groups}; its terms: "
+                         f"{', '.join(sorted(names))}")
+    return torch.cat(pieces)

@@ -47,6 +47,10 @@ class Learner:
         """The env's mirror maps, built on demand (``VecEnv.mirror``; called before the first update):
         a learner trained with ``algo.symmetry`` builds them, the others never do."""
 
+    def set_obs_terms(self, obs_terms: Callable[[], dict[str, list[tuple[str, int]]]]) -> None:
+        """The env's observation terms per group, ``(name, dim)`` in order (``VecEnv.obs_terms``; called before
+        the first update): a learner whose settings name terms (``algo.lipschitz_exclude``) reads them."""
+
     # ------------------------------------------------------------------ inference / io
     def inference_policy(self) -> nn.Module:
         """The deterministic policy on raw actor observations (what eval runs and export writes)."""

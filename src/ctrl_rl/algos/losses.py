@@ -192,7 +192,8 @@ def action_smoothness_loss(prev_mean: torch.Tensor, mean: torch.Tensor, next_mea
     return (d2 * w).sum() / w.sum().clamp(min=1.0)
 
 
-def jacobian_penalty(outputs: torch.Tensor, inputs: torch.Tensor, probe: torch.Tensor) -> torch.Tensor:
+def jacobian_penalty(outputs: torch.Tensor, inputs: torch.Tensor, probe: torch.Tensor,
+                     mask: torch.Tensor | None = None) -> torch.Tensor:
     """The Lipschitz penalty of LCP (Chen et al. 2024, "Learning Smooth Humanoid Locomotion through
     Lipschitz-Constrained Policies"): ``mean over the batch of ||d outputs_b / d inputs_b||_F^2``, estimated
     with one probe per sample (Hutchinson: ``E ||J^T v||^2 = ||J||_F^2`` for ``v ~ N(0, I)``).
@@ -201,6 +202,9 @@ def jacobian_penalty(outputs: torch.Tensor, inputs: torch.Tensor, probe: torch.T
     ``[B, A]``. Differentiable (``create_graph``), so the penalty trains the network. LCP penalizes the
     gradient of ``log pi(a | s)``, which for a Gaussian is ``J^T eps / sigma``: the same probe (the
     exploration noise ``eps``) without the ``1 / sigma`` factor, so the weight keeps one meaning as the
-    policy's std shrinks. A linear map ``x W^T`` with probe ``e_k`` gives ``||W[k]||^2``."""
+    policy's std shrinks. A linear map ``x W^T`` with probe ``e_k`` gives ``||W[k]||^2``. ``mask`` ``[D]``
+    (1 or 0 per input) keeps only those inputs' columns of the Jacobian."""
     (grad,) = torch.autograd.grad((outputs * probe).sum(), inputs, create_graph=True)
+    if mask is not None:
+        grad = grad * mask
     return grad.square().sum(-1).mean()

@@ -39,7 +39,7 @@ from ctrl_rl.algos.rollouts import OneRollout
 from ctrl_rl.algos.schedule import LearningRate, adapt_weight, ramp_weight
 from ctrl_rl.algos.symmetry import Symmetry, mirror_loss, mirror_minibatch
 from ctrl_rl.config_onpolicy import PPOConfig
-from ctrl_rl.env import Obs
+from ctrl_rl.env import Obs, term_mask
 from ctrl_rl.mirror import EnvMirror
 from ctrl_rl.nets.actor_critic import ActorCritic
 from ctrl_rl.nets.memory import MemoryStates, RecurrentPolicy, through_memory
@@ -76,6 +76,7 @@ class PPO(Learner):
         whose observation normalizers the collected data updates (a fine-tuning hand-over may keep
         the actor's statistics fixed: ``()`` or ``("critic",)``)."""
         self.cfg = cfg
+        self.obs_dims = dict(obs_dims)
         self.device = torch.device(device)
         self.model = (model or ActorCritic(obs_dims, action_dim, cfg)).to(self.device)
         self.head = head or GaussianHead()
@@ -111,6 +112,8 @@ class PPO(Learner):
         """The Lipschitz penalty's weight this update (``algo.lipschitz_*``; a device tensor a captured step reads)."""
         self.lipschitz_ref = torch.zeros((), device=self.device)
         """``lipschitz_relative``'s reference: the penalty on the first penalized minibatch (0 until then)."""
+        self.lipschitz_mask: torch.Tensor | None = None
+        """1 per actor input the penalty differentiates, 0 for ``lipschitz_exclude``'s terms (None: all)."""
         self.lipschitz_active = False
         """Whether this update adds the penalty: from ``lipschitz_start`` on; always with CUDA graphs (one graph)."""
         self.symmetry: Symmetry | None = None
@@ -152,6 +155,16 @@ class PPO(Learner):
             raise ValueError("algo.symmetry: this env declares no mirror maps (VecEnv.mirror); robot tasks take "
                              "them from the robot YAML's `mirror` list. Add one, or set algo.symmetry=none")
         self.symmetry = Symmetry.build(maps, self.model.actor_obs, self.model.critic_obs, self.cfg.symmetry)
+
+    def set_obs_terms(self, obs_terms: Callable[[], dict[str, list[tuple[str, int]]]]) -> None:
+        if self.cfg.lipschitz_coef > 0 and self.cfg.lipschitz_exclude:
+            mask = term_mask(obs_terms(), self.model.actor_obs, self.cfg.lipschitz_exclude, "algo.lipschitz_exclude")
+            inputs = sum(self.obs_dims[g] for g in self.model.actor_obs)
+            if len(mask) != inputs:
+                raise ValueError(f"algo.lipschitz_exclude: the env's terms add up to {len(mask)} inputs, the policy "
+                                 f"has {inputs} (an observation history stacks frames its term list does not show); "
+                                 "set it to []")
+            self.lipschitz_mask = mask.to(self.device)
 
     # ------------------------------------------------------------------ rollout
     @torch.no_grad()
@@ -326,7 +339,8 @@ class PPO(Learner):
         loss: ``torch.compile`` has no double backward."""
         actor, n = self.model.actor, max(1, int(len(mb.actions) * self.cfg.lipschitz_fraction))
         x = actor.normalizer(mb.actor_obs[:n]).detach().requires_grad_(True)
-        return jacobian_penalty(actor.normalized_mean(x), x, (mb.actions[:n] - mb.old_mean[:n]) / mb.old_std[:n])
+        return jacobian_penalty(actor.normalized_mean(x), x, (mb.actions[:n] - mb.old_mean[:n]) / mb.old_std[:n],
+                                self.lipschitz_mask)
 
     def critic_loss(self, mb: Minibatch) -> torch.Tensor:
         """The (optionally clipped) value loss on ``mb``, in the critic's normalized units if any."""

@@ -70,6 +70,7 @@ class Runner:
         self.alg = make_algorithm(cfg.algo, env.obs_dims, env.action_dim, env.num_envs, env.device,
                                   seed=self.env_seed, action_bounds=env.action_bounds)
         self.alg.set_mirror(env.mirror)
+        self.alg.set_obs_terms(env.obs_terms)
         distributed.broadcast_module_(self.alg.model)  # identical replicas from the first step
         self.iteration = 0
         self.history: list[dict[str, float]] = []
