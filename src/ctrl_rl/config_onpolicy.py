@@ -112,12 +112,12 @@ class PPOConfig(MemoryConfig, AcceleratedConfig, GaussianPolicyConfig, ActorCrit
     lipschitz_relative: bool = False
     """Divide the penalty by the policy's own squared Jacobian norm when it starts (measured on the first
     penalized minibatch, then held and checkpointed): ``lipschitz_coef`` is then the weight per unit of the
-    policy's own sensitivity, one number for robots whose walking policies need different gains (a soft-PD
-    Go1 answers its observation about five times as sharply as the stiff ctrl_quad)."""
+    policy's own sensitivity, one number for robots whose walking policies need different gains (at iteration
+    230 the soft-PD Go1's reference was 14, the stiff ctrl_quad's 7.6)."""
     lipschitz_exclude: List[str] = field(default_factory=list)
     """Observation terms the penalty leaves out (``VecEnv.obs_terms`` names, e.g. ``[velocity_commands]``):
-    the policy may answer those sharply. A velocity command is what tells a walker to walk; penalizing the
-    policy's answer to it trades tracking for smoothness, while the jitter comes from the proprioception."""
+    the policy may answer those sharply. A velocity command is what tells a walker to walk: with it left out,
+    a weight that had stopped the Go1 walking left it walking (docs/experiments/gait_recipe.md, run 33)."""
     lipschitz_fraction: float = 1.0
     """Fraction of each minibatch the penalty is estimated on (its first samples; minibatches are drawn at
     random): the estimate stays unbiased and its double backward costs that fraction."""
