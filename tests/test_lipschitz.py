@@ -10,6 +10,7 @@ from test_smoothness import fill_alternating, steep_ppo
 from ctrl_rl.algos.losses import jacobian_penalty
 from ctrl_rl.algos.ppo import PPO
 from ctrl_rl.algos.schedule import ramp_weight
+from ctrl_rl.app.train import train
 from ctrl_rl.config import ConfigError
 from ctrl_rl.config_onpolicy import PPOConfig
 from ctrl_rl.env import term_mask
@@ -150,8 +151,6 @@ def test_the_runner_hands_the_envs_terms_to_the_penalty(tmp_path):
     """Through ``ctrl-rl train``: pendulum's one term (named after its group) excluded leaves nothing to penalize;
     a term the env does not have is refused with the env's names."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    from ctrl_rl.app.train import train
 
     common = ["task=pendulum", "env.num_envs=8", "algo.num_steps_per_env=8", "runner.max_iterations=2",
               "runner.progress=false", "algo.actor_hidden=[16]", "algo.critic_hidden=[16]", "algo.lipschitz_coef=1.0",
