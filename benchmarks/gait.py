@@ -23,6 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
 from quadruped_walk import train_or_load
 
 from ctrl_rl.app.evaluate import evaluate
@@ -46,6 +47,13 @@ def sim2sim(bundle: Path, seconds: float, transport: str) -> dict[str, str]:
     return dict(re.findall(r"(\w+)=(\S+)", lines[-1]))
 
 
+def run_identity(run: Path) -> tuple[str, int]:
+    """``(robot, seed)`` a run was trained with, from its ``params/config.yaml``."""
+    run_dir = run if run.is_dir() else run.parent
+    cfg = yaml.safe_load((run_dir / "params" / "config.yaml").read_text())
+    return str(cfg["task"]["kwargs"]["robot"]), int(cfg["seed"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--robot", default="ctrl_quad", help="shipped robot name or a robot YAML")
@@ -61,6 +69,8 @@ def main() -> None:
     overrides = [f"task={TASK}", RECIPE, f"task.kwargs.robot={args.robot}", f"seed={args.seed}",
                  f"runner.run_name=gait_{Path(args.robot).stem}_s{args.seed}", *args.train_override]
     run, minutes = train_or_load(overrides, args.iterations, args.checkpoint)
+    if args.checkpoint is not None:  # the run's own robot and seed, not the flags' defaults
+        args.robot, args.seed = run_identity(run)
     result = evaluate(str(run), EVAL, episodes=args.episodes, seed=2024)
     bundle = export(str(run), [])
     sim = sim2sim(Path(bundle), args.seconds, args.transport)

@@ -332,6 +332,17 @@ def test_gait_benchmark_trains_evaluates_and_judges_in_sim2sim(tmp_path) -> None
     assert values["passed"] == "0" and float(values["train_minutes"]) > 0 and "| ctrl_dog | 1 |" in stdout
 
 
+def test_gait_benchmark_judges_a_checkpoint_as_the_run_it_comes_from(tmp_path, monkeypatch) -> None:
+    """``gait.py --checkpoint``: its table and RESULT name the run's own robot and seed (``params/config.yaml``),
+    not the flags' defaults."""
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    from gait import run_identity
+
+    (tmp_path / "params").mkdir()
+    (tmp_path / "params" / "config.yaml").write_text("seed: 2\ntask:\n  kwargs:\n    robot: unitree_go1\n")
+    assert run_identity(tmp_path) == run_identity(tmp_path / "model_500.pt") == ("unitree_go1", 2)
+
+
 def test_play_video_films_a_tiny_run_and_reads_the_file_back() -> None:
     """``benchmarks/play_video.py --steps 5 --profile``: makes its own untrained run, one frame per control
     step at 50 fps and 640x480 in the file, the profile table, RESULT parses."""
