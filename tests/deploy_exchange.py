@@ -61,11 +61,11 @@ def main() -> None:
         th.start()
         t0 = time.monotonic()
         while node.safety.mode.value != "policy" and time.monotonic() - t0 < 60:
-            if node.safety.mode.value == "passive" and node._joints is not None:
+            if node.safety.mode.value == "passive" and node.inputs.joints is not None:
                 start(m.Bool(True))
             time.sleep(0.01)
         out["reached_policy_s"] = round(time.monotonic() - t0, 2)
-        q = node._joints[0] if node._joints else None  # measured pose when the policy takes over
+        q = node.inputs.joints[0] if node.inputs.joints else None  # measured pose when the policy takes over
         out["stand_pose_err"] = None if q is None else float(abs(q - node.policy.default_pose).max())
         time.sleep(args.policy_seconds)
         out["mode_before_kill"] = node.safety.mode.value
@@ -75,7 +75,7 @@ def main() -> None:
         time.sleep(STATE_TIMEOUT + 0.3)
         node.stop()
         th.join(5)
-        t_last = node._joints[2] if node._joints else float("nan")
+        t_last = node.inputs.joints[2] if node.inputs.joints else float("nan")
         damping = [t for t, mode, _ in node.safety.transitions if mode.value == "damping"]
         out["transitions"] = [(mode.value, why) for _, mode, why in node.safety.transitions]
         out["damping_after_last_state_ms"] = round((damping[0] - t_last) * 1e3, 2) if damping else None

@@ -113,9 +113,9 @@ def test_joint_state_in_any_order_is_mapped_by_name(node_and_robot):
     pose = node.policy.default_pose + np.linspace(-0.05, 0.05, len(names))
     perm = np.random.default_rng(0).permutation(len(names))
     robot.send([names[i] for i in perm], pose[perm], vel=np.arange(len(names), dtype=float)[perm] * 0.1)
-    assert wait_for(lambda: node._joints is not None)
-    np.testing.assert_array_equal(node._joints[0], pose)  # policy order restored exactly
-    np.testing.assert_array_equal(node._joints[1], np.arange(len(names)) * 0.1)
+    assert wait_for(lambda: node.inputs.joints is not None)
+    np.testing.assert_array_equal(node.inputs.joints[0], pose)  # policy order restored exactly
+    np.testing.assert_array_equal(node.inputs.joints[1], np.arange(len(names)) * 0.1)
 
 
 def test_missing_joint_names_are_refused_with_a_clear_error(node_and_robot):
@@ -123,8 +123,8 @@ def test_missing_joint_names_are_refused_with_a_clear_error(node_and_robot):
     names = node.policy.joint_names
     robot.send(names[1:], node.policy.default_pose[1:])
     assert wait_for(lambda: node.counters["rejected"] > 0)
-    assert f"does not report joint(s) ['{names[0]}']" in node.last_rejection
-    assert node._joints is None  # nothing of it was used
+    assert f"does not report joint(s) ['{names[0]}']" in node.inputs.last_rejection
+    assert node.inputs.joints is None  # nothing of it was used
 
 
 def drive_to_policy(node, robot) -> None:
@@ -133,7 +133,7 @@ def drive_to_policy(node, robot) -> None:
 
     def step() -> bool:
         robot.send(names, pose)
-        if node.safety.mode.value == "passive" and node._joints is not None:
+        if node.safety.mode.value == "passive" and node.inputs.joints is not None:
             robot.pub_start(m.Bool(True))
         return node.safety.mode.value == "policy"
     assert wait_for(step, 15), node.status()

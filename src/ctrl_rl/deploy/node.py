@@ -145,16 +145,6 @@ class DeployNode:
         if self.height_map is not None:
             transport.subscribe(params.height_map_topic, m.Float64MultiArray, inputs.on_height_map, qos=q.height_map)
 
-    @property
-    def last_rejection(self) -> str:
-        """The last message the subscriptions refused ("" before one), as the status names it."""
-        return self.inputs.last_rejection
-
-    @property
-    def _joints(self) -> tuple[np.ndarray, np.ndarray, float] | None:
-        """The latest accepted joint state (positions, velocities in policy order, time); tests wait on it."""
-        return self.inputs.joints
-
     def _on_start(self, msg: m.Bool) -> None:
         if msg.data:
             self.start()

@@ -35,10 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from .typed_params import check_value, from_flat
+from ctrl_rl.robots.description import MAX_STAND_UP_STIFFNESS
 
-MAX_STAND_UP_STIFFNESS = 10.0
-"""The stiffest stand-up the node sends: 10 x the bundle's kp (joints ~3 x as fast)."""
+from .typed_params import check_value, from_flat
 
 STATE_TIMEOUT_PERIODS = 2.0
 """``safety.state_timeout = 0`` means this many control periods (see the field's docstring)."""

@@ -19,6 +19,10 @@ import yaml
 from . import ROBOTS
 from .packages import SCHEME, resolve
 
+MAX_STAND_UP_STIFFNESS = 10.0
+"""The stiffest stand-up a robot YAML (``stand_up_stiffness``) or the deploy node (``safety.stand_up_stiffness``)
+may ask for: 10 x the bundle's kp (joints ~3 x as fast)."""
+
 
 @dataclass(frozen=True)
 class RobotDescription:

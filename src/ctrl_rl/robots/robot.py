@@ -35,7 +35,7 @@ import mujoco
 import numpy as np
 
 from . import mjcf_edits as edits
-from .description import RobotDescription, per_joint
+from .description import MAX_STAND_UP_STIFFNESS, RobotDescription, per_joint
 from .packages import RobotModelNotFetched
 from .physics import PHYSICS_CHOICES
 
@@ -157,9 +157,9 @@ class RobotConfig(RobotDescription):
         if not (np.all(np.isfinite(scales)) and np.all(scales >= 0)):
             raise ValueError(f"{path}: action_scale must be finite and >= 0, got {raw.get('action_scale')}")
         values["stand_up_stiffness"] = float(raw.get("stand_up_stiffness", cls.stand_up_stiffness))
-        if not 1.0 <= values["stand_up_stiffness"] <= 10.0:
-            raise ValueError(f"{path}: stand_up_stiffness must be in [1, 10] (x kp while the node stands the robot "
-                             f"up), got {raw['stand_up_stiffness']}")
+        if not 1.0 <= values["stand_up_stiffness"] <= MAX_STAND_UP_STIFFNESS:
+            raise ValueError(f"{path}: stand_up_stiffness must be in [1, {MAX_STAND_UP_STIFFNESS:g}] (x kp while the "
+                             f"node stands the robot up), got {raw['stand_up_stiffness']}")
         values["collide"] = tuple(raw.get("collide") or ())
         if raw.get("physics", cls.physics) not in PHYSICS_CHOICES:
             raise ValueError(f"{path}: physics must be one of {list(PHYSICS_CHOICES)} (task: the task's physics "
