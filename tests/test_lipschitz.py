@@ -9,7 +9,7 @@ from test_smoothness import fill_alternating, steep_ppo
 
 from ctrl_rl.algos.losses import jacobian_penalty
 from ctrl_rl.algos.ppo import PPO
-from ctrl_rl.algos.schedule import ramp_weight
+from ctrl_rl.algos.schedule import gated_ramp, ramp_weight
 from ctrl_rl.app.train import train
 from ctrl_rl.config import ConfigError
 from ctrl_rl.config_onpolicy import PPOConfig
@@ -160,3 +160,62 @@ def test_the_runner_hands_the_envs_terms_to_the_penalty(tmp_path):
     assert [e.value for e in ea.Scalars("Loss/lipschitz")] == [0.0, 0.0]
     with pytest.raises(ValueError, match=r"lipschitz_exclude: no observation term \['command'\] .* its terms: policy"):
         train([*common, "algo.lipschitz_exclude=[command]"])
+
+
+def test_the_gated_ramp_by_hand():
+    """``lipschitz_gate``: 0 before the start; then up a step where the gate passed, down where it did not,
+    within [0, 1]. Passed every time it is the fixed ramp."""
+    f, seen = 0.0, []
+    for update, passed in [(0, True), (1, True), (2, True), (3, False), (4, True), (5, True), (6, True), (7, True)]:
+        f = gated_ramp(f, update, 1, 4, passed)
+        seen.append(f)
+    assert seen == pytest.approx([0.0, 0.25, 0.5, 0.25, 0.5, 0.75, 1.0, 1.0])
+    assert gated_ramp(0.25, 9, 1, 4, False) == 0.0 and gated_ramp(0.0, 9, 1, 4, False) == 0.0
+    assert [gated_ramp(0.0, 3, 3, 0, True), gated_ramp(1.0, 4, 3, 0, False)] == [1.0, 0.0]  # no ramp: all or nothing
+    f = 0.0
+    for u in range(12):
+        f = gated_ramp(f, u, 3, 4, True)
+        assert 0.02 * f == pytest.approx(ramp_weight(0.02, u, 3, 4))
+    with pytest.raises(ConfigError, match="algo.lipschitz_gate: gates the Lipschitz penalty, which is off"):
+        PPOConfig(lipschitz_gate="Metrics/lin_vel_error", lipschitz_gate_below=0.2)
+    with pytest.raises(ConfigError, match="algo.lipschitz_gate_below: the gate 'Metrics/lin_vel_error' needs its bar"):
+        PPOConfig(lipschitz_coef=0.01, lipschitz_gate="Metrics/lin_vel_error")
+
+
+def test_the_gate_follows_the_logged_value_and_is_checkpointed():
+    cfg = PPOConfig(num_steps_per_env=8, actor_hidden=[], critic_hidden=[8], normalize_obs=False, lipschitz_coef=0.5,
+                    lipschitz_start=1, lipschitz_ramp=2, lipschitz_gate="Metrics/err", lipschitz_gate_below=0.2,
+                    learning_rate=1e-4)
+    alg = PPO(cfg, {"policy": 1}, 1, num_envs=4, device="cpu")
+    weights = []
+    for err in (0.1, 0.1, 0.1, 0.3, 0.2, 0.5, 0.5):
+        fill_alternating(alg, 8, 4)
+        alg.observe_logs({"Metrics/err": err, "Reward/x": 1.0})
+        stats = alg.update()
+        weights.append(stats["lipschitz_weight"])
+        assert ("lipschitz" in stats) == (stats["lipschitz_weight"] > 0)
+    assert weights == pytest.approx([0.0, 0.25, 0.5, 0.25, 0.5, 0.25, 0.0])  # at the bar counts as passed
+    alg.lipschitz_gated = 0.5
+    restored = PPO(cfg, {"policy": 1}, 1, num_envs=4, device="cpu")
+    restored.load_state_dict(alg.state_dict())
+    assert restored.lipschitz_gated == 0.5
+    with pytest.raises(ValueError, match=r"lipschitz_gate: this run logs no 'Metrics/err'; it logs \['Reward/x'\]"):
+        alg.observe_logs({"Reward/x": 1.0})
+
+
+def test_the_runner_gates_the_penalty_on_the_tasks_log(tmp_path):
+    """Through ``ctrl-rl train`` on reach: a bar its position error always meets ramps the weight in, one it never
+    meets keeps it at 0; a value the run does not log is refused with the run's own tags."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    common = ["task=reach", "env.num_envs=4", "algo.num_steps_per_env=8", "runner.max_iterations=2",
+              "runner.progress=false", "algo.actor_hidden=[16]", "algo.critic_hidden=[16]", "algo.lipschitz_coef=1.0",
+              "algo.lipschitz_ramp=2", f"runner.log_root={tmp_path}"]
+    for below, expected in ((100.0, [0.5, 1.0]), (1e-9, [0.0, 0.0])):
+        run = train([*common, "algo.lipschitz_gate=Metrics/position_error", f"algo.lipschitz_gate_below={below}"])
+        ea = EventAccumulator(str(run))
+        ea.Reload()
+        assert [e.value for e in ea.Scalars("Loss/lipschitz_weight")] == pytest.approx(expected)
+    with pytest.raises(ValueError, match=r"lipschitz_gate: this run logs no 'Metrics/lin_vel_error'; it logs \[.*"
+                                         r"'Metrics/position_error'"):
+        train([*common, "algo.lipschitz_gate=Metrics/lin_vel_error", "algo.lipschitz_gate_below=0.2"])

@@ -118,6 +118,13 @@ class PPOConfig(MemoryConfig, AcceleratedConfig, GaussianPolicyConfig, ActorCrit
     """Observation terms the penalty leaves out (``VecEnv.obs_terms`` names, e.g. ``[velocity_commands]``):
     the policy may answer those sharply. A velocity command is what tells a walker to walk: with it left out,
     a weight that had stopped the Go1 walking left it walking (docs/experiments/gait_recipe.md, run 33)."""
+    lipschitz_gate: str = ""
+    """A logged per-step mean (a TensorBoard tag, e.g. ``Metrics/lin_vel_error``) that gates the ramp: from
+    ``lipschitz_start`` on, the weight rises by ``lipschitz_coef / lipschitz_ramp`` after each rollout where
+    the value is at or below ``lipschitz_gate_below`` and falls by as much after each where it is above. The
+    penalty then waits until the policy walks, and gives way when it stops walking ("": the fixed ramp)."""
+    lipschitz_gate_below: float = 0.0
+    """The gate's bar (in the logged value's units: m/s for ``Metrics/lin_vel_error``)."""
     lipschitz_fraction: float = 1.0
     """Fraction of each minibatch the penalty is estimated on (its first samples; minibatches are drawn at
     random): the estimate stays unbiased and its double backward costs that fraction."""
@@ -150,6 +157,11 @@ class PPOConfig(MemoryConfig, AcceleratedConfig, GaussianPolicyConfig, ActorCrit
                f"lipschitz_start and lipschitz_ramp must be >= 0, got {self.lipschitz_start}, {self.lipschitz_ramp}")
         _check(not self.lipschitz_exclude or self.lipschitz_coef > 0, f"{p}.lipschitz_exclude",
                "leaves terms out of the Lipschitz penalty, which is off: set algo.lipschitz_coef > 0 too")
+        _check(not self.lipschitz_gate or self.lipschitz_coef > 0, f"{p}.lipschitz_gate",
+               "gates the Lipschitz penalty, which is off: set algo.lipschitz_coef > 0 too")
+        _check(not self.lipschitz_gate or self.lipschitz_gate_below > 0, f"{p}.lipschitz_gate_below",
+               f"the gate {self.lipschitz_gate!r} needs its bar: set algo.lipschitz_gate_below > 0 (e.g. 0.2 for "
+               "Metrics/lin_vel_error, m/s)")
         _check(0 < self.lipschitz_fraction <= 1, f"{p}.lipschitz_fraction",
                f"must be in (0, 1], got {self.lipschitz_fraction}")
         _check(self.smoothness_start >= 0, f"{p}.smoothness_start", f"must be >= 0, got {self.smoothness_start}")

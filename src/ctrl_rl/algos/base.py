@@ -51,6 +51,11 @@ class Learner:
         """The env's observation terms per group, ``(name, dim)`` in order (``VecEnv.obs_terms``; called before
         the first update): a learner whose settings name terms (``algo.lipschitz_exclude``) reads them."""
 
+    def observe_logs(self, logs: dict[str, float]) -> None:
+        """This iteration's logged means over every rank (reward terms, ``Metrics/<name>``), after the rollout
+        and before :meth:`update`: a learner whose schedule follows the task's progress
+        (``algo.lipschitz_gate``) reads them."""
+
     # ------------------------------------------------------------------ inference / io
     def inference_policy(self) -> nn.Module:
         """The deterministic policy on raw actor observations (what eval runs and export writes)."""

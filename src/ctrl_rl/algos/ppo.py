@@ -36,7 +36,7 @@ from ctrl_rl.algos.losses import (
 from ctrl_rl.algos.precision import update_precision
 from ctrl_rl.algos.registry import register_learner
 from ctrl_rl.algos.rollouts import OneRollout
-from ctrl_rl.algos.schedule import LearningRate, adapt_weight, ramp_weight
+from ctrl_rl.algos.schedule import LearningRate, adapt_weight, gated_ramp, ramp_weight
 from ctrl_rl.algos.symmetry import Symmetry, mirror_loss, mirror_minibatch
 from ctrl_rl.config_onpolicy import PPOConfig
 from ctrl_rl.env import Obs, term_mask
@@ -114,6 +114,10 @@ class PPO(Learner):
         """``lipschitz_relative``'s reference: the penalty on the first penalized minibatch (0 until then)."""
         self.lipschitz_mask: torch.Tensor | None = None
         """1 per actor input the penalty differentiates, 0 for ``lipschitz_exclude``'s terms (None: all)."""
+        self.lipschitz_gated = 0.0
+        """``lipschitz_gate``'s ramp: the fraction of ``lipschitz_coef`` it has reached (checkpointed)."""
+        self.lipschitz_gate_value: float | None = None
+        """The gate's value in the last rollout (:meth:`observe_logs`)."""
         self.lipschitz_active = False
         """Whether this update adds the penalty: from ``lipschitz_start`` on; always with CUDA graphs (one graph)."""
         self.symmetry: Symmetry | None = None
@@ -165,6 +169,13 @@ class PPO(Learner):
                                  f"has {inputs} (an observation history stacks frames its term list does not show); "
                                  "set it to []")
             self.lipschitz_mask = mask.to(self.device)
+
+    def observe_logs(self, logs: dict[str, float]) -> None:
+        gate = self.cfg.lipschitz_gate
+        if self.cfg.lipschitz_coef > 0 and gate:
+            if gate not in logs:
+                raise ValueError(f"algo.lipschitz_gate: this run logs no {gate!r}; it logs {sorted(logs)}")
+            self.lipschitz_gate_value = logs[gate]
 
     # ------------------------------------------------------------------ rollout
     @torch.no_grad()
@@ -240,7 +251,7 @@ class PPO(Learner):
         if smoothing:
             batch.update(self._neighbours())
         if cfg.lipschitz_coef > 0:
-            weight = ramp_weight(cfg.lipschitz_coef, self.num_updates, cfg.lipschitz_start, cfg.lipschitz_ramp)
+            weight = self._lipschitz_schedule()
             self.lipschitz_weight.fill_(weight)
             self.lipschitz_active = weight > 0 or cfg.cudagraphs
         out_pre: dict[str, float] = {}
@@ -277,10 +288,23 @@ class PPO(Learner):
         if smoothing and cfg.smoothness_target is not None:
             out["smoothness_coef"] = float(self.smoothness_weight)  # the weight this update trained with
             self.smoothness_weight.fill_(adapt_weight(out["smoothness_coef"], out["smoothness"], cfg.smoothness_target))
+        if cfg.lipschitz_gate:
+            out["lipschitz_weight"] = float(self.lipschitz_weight)  # the weight this update trained with
         out.update(out_pre)
         out.update(self.source.after_update(self.model, self.generator))
         self.num_updates += 1
         return out
+
+    def _lipschitz_schedule(self) -> float:
+        """The Lipschitz penalty's weight this update: the fixed ramp, or ``lipschitz_gate``'s."""
+        cfg = self.cfg
+        if not cfg.lipschitz_gate:
+            return ramp_weight(cfg.lipschitz_coef, self.num_updates, cfg.lipschitz_start, cfg.lipschitz_ramp)
+        value = self.lipschitz_gate_value
+        passed = value is not None and value <= cfg.lipschitz_gate_below
+        self.lipschitz_gated = gated_ramp(self.lipschitz_gated, self.num_updates, cfg.lipschitz_start,
+                                          cfg.lipschitz_ramp, passed)
+        return cfg.lipschitz_coef * self.lipschitz_gated
 
     def _neighbours(self) -> dict[str, torch.Tensor]:
         """:data:`_NEIGHBOURS` of every sample, flattened in the training batch's order."""
@@ -393,6 +417,7 @@ class PPO(Learner):
             "num_updates": self.num_updates,
             "smoothness_weight": float(self.smoothness_weight),
             "lipschitz_ref": float(self.lipschitz_ref),
+            "lipschitz_gated": self.lipschitz_gated,
             "last_sampling_error": self.last_sampling_error,
             **self.source.state_dict(),
             "episode_state": self.head.episode_state(self.model),
@@ -407,6 +432,7 @@ class PPO(Learner):
         self.num_updates = state.get("num_updates", 0)
         self.smoothness_weight.fill_(state.get("smoothness_weight", self.cfg.smoothness_coef))
         self.lipschitz_ref.fill_(state.get("lipschitz_ref", 0.0))
+        self.lipschitz_gated = state.get("lipschitz_gated", 0.0)
         self.last_sampling_error = state.get("last_sampling_error")
         if self.value_normalizer is not None and state.get("value_normalizer") is not None:
             self.value_normalizer.load_state_dict(state["value_normalizer"])

@@ -82,3 +82,13 @@ def ramp_weight(weight: float, update: int, start: int, ramp: int) -> float:
     if update < start:
         return 0.0
     return weight * min(1.0, (update - start + 1) / ramp) if ramp > 0 else weight
+
+
+def gated_ramp(fraction: float, update: int, start: int, ramp: int, passed: bool) -> float:
+    """A gated ramp's fraction of its full weight after ``update``: 0 before ``start``; from then on it
+    rises by ``1 / ramp`` where the gate ``passed`` and falls by as much where it did not, within [0, 1]
+    (``ramp`` 0: all or nothing). With the gate always passed it is :func:`ramp_weight`'s fraction."""
+    if update < start:
+        return 0.0
+    step = 1.0 / ramp if ramp > 0 else 1.0
+    return min(1.0, fraction + step) if passed else max(0.0, fraction - step)

@@ -190,6 +190,7 @@ class Runner:
         with stage("update"):
             sync_pending(self.alg.model)  # under torchrun: every rank's rollout into the obs normalizers
             self.alg.prepare_update()
+            self.alg.observe_logs(episodes.read()[2])
         t1 = time.perf_counter()
         with stage("update"):
             stats = distributed.mean_stats(self.alg.update())

@@ -90,8 +90,10 @@ class EpisodeStats:
         self.log_steps = 0
         self.metric_sums: dict[str, torch.Tensor] = {}
         self.metric_counts: dict[str, torch.Tensor] = {}
+        self._read: tuple[float | None, float | None, dict[str, float]] | None = None
 
     def add(self, terminated: torch.Tensor, truncated: torch.Tensor, info: dict[str, Any]) -> None:
+        self._read = None
         done = terminated | truncated
         if "episode" in info:
             ep = info["episode"]
@@ -108,6 +110,7 @@ class EpisodeStats:
 
     def add_summary(self, mean_return: float, mean_length: float, count: int = 1) -> None:
         """Episodes measured elsewhere (an offline learner's evaluation), as their means."""
+        self._read = None
         self.ret_sum += mean_return * count
         self.len_sum += mean_length * count
         self.count += count
@@ -116,7 +119,13 @@ class EpisodeStats:
         """``(mean_return, mean_length, log_means)`` over every rank's envs; ``None`` when no
         episode finished. ``log_means`` holds each term's mean per step and each episode metric's mean
         over the episodes that ended, as ``Metrics/<name>`` (Isaac Lab's section). One host read (and,
-        under torchrun, one collective) per iteration."""
+        under torchrun, one collective) per iteration: a second read before the next :meth:`add` returns the
+        first's numbers."""
+        if self._read is None:
+            self._read = self._reduce()
+        return self._read[0], self._read[1], dict(self._read[2])
+
+    def _reduce(self) -> tuple[float | None, float | None, dict[str, float]]:
         keys, metrics = sorted(self.log_sums), sorted(self.metric_sums)
         local = torch.stack([self.ret_sum, self.len_sum, self.count, *(self.log_sums[k] for k in keys),
                              *(torch.as_tensor(self.metric_sums[k], dtype=torch.float64) for k in metrics),
