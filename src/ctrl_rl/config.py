@@ -241,6 +241,11 @@ class RunnerConfig:
     """Resume from ``latest`` (newest run of this algo/task) or a run dir / ``model_<it>.pt``."""
     progress: bool = True
     """Show the live progress line (steps/s, ETA)."""
+    stagger_episodes: bool = False
+    """Start each env's first episode at a random step of it (rsl_rl's ``init_at_random_ep_len``,
+    ``VecEnv.stagger_episodes``), so episodes end at different steps. Tasks with fixed-length episodes need
+    it (the arm tasks: every env otherwise resets on the same step, and each 24-step rollout trains on one
+    phase of the episode); sims whose episode counter lives inside the simulator (gymnasium) refuse it."""
     keep_heap: bool = True
     """On CPU (glibc), keep freed memory in the heap instead of returning large blocks to the kernel,
     so the update's large tensors do not page-fault at every step (``ctrl_rl/utils/heap.py``)."""

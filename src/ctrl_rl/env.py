@@ -89,6 +89,14 @@ class VecEnv(ABC):
         """Restore what :meth:`get_state` returned."""
         raise NotImplementedError(f"{type(self).__name__} does not expose its state")
 
+    def stagger_episodes(self) -> None:
+        """Move every env's episode to a random step in ``[0, max_episode_length)``, drawn from the env's own
+        generator (rsl_rl's ``init_at_random_ep_len``; ``runner.stagger_episodes``). After a reset every
+        episode of a task without terminations ends on the same step, and a rollout shorter than an episode
+        then shows the update one phase of it in every env. Backends that own their step counter override it."""
+        raise NotImplementedError(f"{type(self).__name__} does not own its episodes' step counter and cannot "
+                                  "stagger them: set runner.stagger_episodes=false")
+
     def deploy_metadata(self) -> dict[str, Any]:
         """What a robot needs besides the network (written into the exported bundle).
 

@@ -24,7 +24,7 @@ import ctrl_rl
 from ctrl_rl import distributed
 from ctrl_rl.algos import make_algorithm
 from ctrl_rl.config import ConfigError, TrainConfig
-from ctrl_rl.env import VecEnv
+from ctrl_rl.env import Obs, VecEnv
 from ctrl_rl.nets.normalizer import sync_pending
 from ctrl_rl.runners import LOOPS
 from ctrl_rl.utils.checkpoint_files import (
@@ -173,7 +173,7 @@ class Runner:
     def rollout_iteration(self, logger: TrainLogger, episodes: EpisodeStats) -> None:
         """Collect ``num_steps_per_env`` steps in every env, prepare, update, log."""
         if self.obs is None:
-            self.obs = self.env.reset(seed=self.env_seed)
+            self.obs = self.fresh_episodes(self.env_seed)
         t0 = time.perf_counter()
         obs, stage = self.obs, self.profiler.stage
         for _ in range(self.cfg.algo.num_steps_per_env):
@@ -198,6 +198,13 @@ class Runner:
         self.iteration += 1
         with stage("logging"):
             logger.log_iteration(self.iteration, stats, episodes, t1 - t0, t2 - t1)
+
+    def fresh_episodes(self, seed: int) -> Obs:
+        """Reset every env (``seed``), staggered with ``runner.stagger_episodes``; the first observation."""
+        obs = self.env.reset(seed=seed)
+        if self.cfg.runner.stagger_episodes:
+            self.env.stagger_episodes()
+        return obs
 
     def checkpoint_if_due(self, logger: TrainLogger, total: int) -> None:
         """``model_<it>.pt`` every ``save_interval`` iterations and at the last (TensorBoard flushed first)."""
@@ -287,7 +294,7 @@ class Runner:
         self.history = list(state.get("history", []))
         mine = self._own_rank_state(state)
         if mine is None:  # this rank did not exist in the saved run
-            self.obs = self.env.reset(seed=self.env_seed + self.iteration)
+            self.obs = self.fresh_episodes(self.env_seed + self.iteration)
             return
         set_rng_state(mine["rng"])
         if self.rank > 0:
@@ -299,7 +306,7 @@ class Runner:
             self.obs = {k: v.to(self.env.device) for k, v in mine["obs"].items()}
         else:  # env state not restorable: continue from fresh episodes (not bit-exact)
             log.warning("env state not restored from %s: resuming from freshly reset envs", path)
-            self.obs = self.env.reset(seed=self.env_seed + self.iteration)
+            self.obs = self.fresh_episodes(self.env_seed + self.iteration)
 
     def _own_rank_state(self, state: dict[str, Any]) -> dict[str, Any] | None:
         """This rank's part of a checkpoint: rank 0's is the top level (so single-process tools read

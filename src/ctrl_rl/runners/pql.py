@@ -148,7 +148,7 @@ class PQLRunner(Runner):
         total = max_iterations or self.cfg.runner.max_iterations
         cfg = self.cfg.algo
         if self.obs is None:
-            self.obs = self.env.reset(seed=self.cfg.seed)
+            self.obs = self.fresh_episodes(self.cfg.seed)
         self.controller = RatioController(cfg.beta_actor_critic, cfg.beta_policy_critic, self.alg.counts,
                                           cfg.ratio_slack)
         if self.alg.learning_started:

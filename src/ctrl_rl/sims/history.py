@@ -93,6 +93,9 @@ class HistoryEnv(VecEnv):
     def record_gait(self) -> dict[str, Any] | None:
         return self.env.record_gait()
 
+    def stagger_episodes(self) -> None:
+        self.env.stagger_episodes()
+
     def mirror(self) -> EnvMirror | None:
         inner = self.env.mirror()
         return None if inner is None else inner.with_history(self.lengths)

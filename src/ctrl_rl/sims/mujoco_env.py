@@ -226,6 +226,11 @@ class MjVecEnv(VecEnv):
         final = {k: torch.where(x["done"][:, None], v, obs[k]) for k, v in x["final_obs"].items()}
         return obs, final
 
+    def stagger_episodes(self) -> None:
+        with self._bindings():
+            self.episode_length.copy_(torch.randint(0, self.max_episode_length, (self.num_envs,),
+                                                    generator=self._generator, device=self.device))
+
     # -- state ------------------------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:
         return {"physics": self.physics.get_state(), "task": self.task.get_state(self.physics),

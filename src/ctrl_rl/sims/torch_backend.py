@@ -188,6 +188,10 @@ class TorchVecEnv(VecEnv):
         self._obs = self._observe(self._state)
         return self._obs
 
+    def stagger_episodes(self) -> None:
+        self._episode_length = torch.randint(0, self.max_episode_length, (self.num_envs,), generator=self._generator,
+                                             device=self.device)
+
     def step(self, actions: torch.Tensor) -> StepResult:
         """One control step for all rows, with time limits and same-step auto-reset."""
         if actions.shape != (self.num_envs, self.action_dim):
