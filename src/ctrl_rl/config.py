@@ -246,12 +246,21 @@ class RunnerConfig:
     ``VecEnv.stagger_episodes``), so episodes end at different steps. Tasks with fixed-length episodes need
     it (the arm tasks: every env otherwise resets on the same step, and each 24-step rollout trains on one
     phase of the episode); sims whose episode counter lives inside the simulator (gymnasium) refuse it."""
+    keep_best: str = ""
+    """A logged value to keep the best model by (a TensorBoard tag, higher is better, e.g.
+    ``Metrics/success_rate``): ``model_best.pt`` is written whenever its mean over the last ``best_window``
+    iterations that logged it is the highest yet (SB3's ``EvalCallback`` and robomimic keep a best model too).
+    A fine-tuning run whose success peaks and then falls keeps its peak: evaluate or export
+    ``<run>/model_best.pt``. "": off."""
+    best_window: int = 10
+    """Iterations of ``keep_best`` averaged per score (one iteration's success rate counts a few episodes)."""
     keep_heap: bool = True
     """On CPU (glibc), keep freed memory in the heap instead of returning large blocks to the kernel,
     so the update's large tensors do not page-fault at every step (``ctrl_rl/utils/heap.py``)."""
 
     def __post_init__(self) -> None:
         _positive(self, "runner", "save_interval")  # max_iterations: by TrainConfig, for its learner
+        _positive(self, "runner", "best_window")
 
 
 @dataclass

@@ -91,7 +91,7 @@ def _expand(text: str, fraction: float) -> list[Segment]:
     if level != "medium-replay":
         return [Segment(level, policy, fraction)]
     run = find_checkpoint(policy).parent
-    models = sorted(run.glob("model_*.pt"), key=checkpoint_iteration)
+    models = sorted((m for m in run.glob("model_*.pt") if checkpoint_iteration(m) >= 0), key=checkpoint_iteration)
     return [Segment(level, str(m), fraction / len(models)) for m in models]
 
 

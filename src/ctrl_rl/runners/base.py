@@ -28,7 +28,9 @@ from ctrl_rl.env import Obs, VecEnv
 from ctrl_rl.nets.normalizer import sync_pending
 from ctrl_rl.runners import LOOPS
 from ctrl_rl.utils.checkpoint_files import (
+    BEST_MODEL,
     load_file,
+    new_best,
     remove_leftovers,
     remove_stale_replays,
     replay_file,
@@ -212,6 +214,22 @@ class Runner:
         if self.log_dir is not None and due:
             logger.flush()
             self.save(self.log_dir / f"model_{self.iteration}.pt")
+        if self.log_dir is not None and self.cfg.runner.keep_best:
+            self.keep_best()
+
+    def keep_best(self) -> None:
+        """``model_best.pt`` when this iteration's value of ``runner.keep_best`` makes its windowed mean the
+        highest yet (``checkpoint_files.new_best``; rank 0 writes it, without an off-policy replay)."""
+        key, rows = self.cfg.runner.keep_best, self.history
+        values = [float(r[key]) for r in rows if key in r]
+        if not values and rows and "mean_reward" in rows[-1]:  # an episode ended and did not log it
+            logged = sorted(k for k in rows[-1] if "/" in k)
+            raise ConfigError(f"runner.keep_best: this run logs no {key!r}; it logs {logged}")
+        score = new_best(values, self.cfg.runner.best_window) if rows and key in rows[-1] else None
+        if score is not None and distributed.is_main():
+            save_atomic(self.state_dict(), self.log_dir / BEST_MODEL)
+            log.info("%s: %s %.4g (mean of the last %d) at iteration %d", BEST_MODEL, key, score,
+                     self.cfg.runner.best_window, self.iteration)
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:

@@ -139,6 +139,19 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+BEST_MODEL = "model_best.pt"
+"""``runner.keep_best``'s checkpoint, beside the ``model_<it>.pt`` files (which it never counts among)."""
+
+
+def new_best(values: list[float], window: int) -> float | None:
+    """The mean of the last ``window`` of ``values`` when it beats every earlier window's mean (the first full
+    window is a best), else None: ``runner.keep_best``'s rule, a pure function of the run's history."""
+    if len(values) < window:
+        return None
+    means = [sum(values[i - window:i]) / window for i in range(window, len(values) + 1)]
+    return means[-1] if all(means[-1] > m for m in means[:-1]) else None
+
+
 def checkpoint_iteration(path: Path) -> int:
     m = _MODEL_RE.search(path.name)
     return int(m.group(1)) if m else -1
