@@ -35,10 +35,12 @@ import threading
 import time
 from pathlib import Path
 
+import torch
+
 from ctrl_rl.app.collect import collect
 from ctrl_rl.app.evaluate import evaluate
 from ctrl_rl.app.train import train
-from ctrl_rl.utils.checkpoint_files import checkpoint_iteration
+from ctrl_rl.utils.checkpoint_files import BEST_MODEL, checkpoint_iteration
 from ctrl_rl.utils.interrupts import Interrupted
 
 EVAL_SEED = 2024
@@ -70,6 +72,19 @@ def train_for(overrides: list[str], minutes: float) -> Path:
 
 def success(run: Path | str, episodes: int) -> float:
     return evaluate(str(run), [], episodes=episodes, seed=EVAL_SEED)["success_rate"]
+
+
+def kept_model(run: Path) -> Path:
+    """The model a run's preset keeps: ``model_best.pt`` (``runner.keep_best``) when it wrote one, else its last."""
+    return run / BEST_MODEL if (run / BEST_MODEL).is_file() else run
+
+
+def kept(run: Path) -> str:
+    """Which model :func:`kept_model` scores, in words for the table."""
+    if not (run / BEST_MODEL).is_file():
+        return "its last iteration"
+    it = torch.load(run / BEST_MODEL, map_location="cpu", weights_only=False)["iteration"]
+    return f"model_best.pt (iteration {it}, by training's success rate)"
 
 
 def main() -> None:
@@ -106,13 +121,17 @@ def main() -> None:
     residual, t_res = timed(train, ["algo=residual", f"algo.base={base}", "algo.base_execute=1",
                                     f"runner.max_iterations={args.residual_iterations}", "runner.run_name=residual",
                                     *common])
-    for model in sorted(residual.glob("model_*.pt"), key=checkpoint_iteration)[:-1]:  # the way there
+    models = sorted((m for m in residual.glob("model_*.pt") if checkpoint_iteration(m) >= 0), key=checkpoint_iteration)
+    for model in models:  # the way there, and the run's last iteration
         rows.append((f"  residual PPO at iteration {checkpoint_iteration(model)}", str(model), float("nan"),
                      success(model, args.eval_episodes)))
-    rows.append(("residual PPO on the BC base", str(residual), t_res, success(residual, args.eval_episodes)))
+    final_rate = rows[-1][3]
+    rows.append((f"residual PPO on the BC base, {kept(residual)}", str(kept_model(residual)), t_res,
+                 success(kept_model(residual), args.eval_episodes)))
     pipeline = t_collect + t_bc + t_res
     scratch, t_ppo = timed(train_for, ["algo=ppo", "runner.run_name=ppo_scratch", *common], pipeline)
-    rows.append(("PPO from scratch, same wall clock", str(scratch), t_ppo, success(scratch, args.eval_episodes)))
+    rows.append((f"PPO from scratch, same wall clock, {kept(scratch)}", str(kept_model(scratch)), t_ppo,
+                 success(kept_model(scratch), args.eval_episodes)))
 
     print(f"\n{args.task} (i2rt YAM), seed {args.seed}, {args.eval_episodes} evaluation episodes from seed {EVAL_SEED}")
     print("| stage | wall (min) | success rate | run |\n|---|---|---|---|")
@@ -123,7 +142,8 @@ def main() -> None:
     best = max(bc_rate, res_rate)
     passed = best >= BAR and t_collect + t_bc + t_res <= BUDGET_MINUTES
     print(f"RESULT task={args.task} seed={args.seed} demos={args.demos} bc_success={bc_rate:.4f} "
-          f"residual_success={res_rate:.4f} ppo_scratch_success={ppo_rate:.4f} pipeline_minutes={pipeline:.2f} "
+          f"residual_success={res_rate:.4f} residual_final_success={final_rate:.4f} "
+          f"ppo_scratch_success={ppo_rate:.4f} pipeline_minutes={pipeline:.2f} "
           f"ppo_minutes={t_ppo:.2f} passed={int(passed)}")
 
 
