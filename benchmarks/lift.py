@@ -9,9 +9,10 @@ from seed 2024; success: the cube's centre within 2 cm of the target height for 
 2. ``ctrl-rl train algo=bc dataset=<1> task=lift algo.chunk_size=4`` (chunked Gaussian; ``--flow``: a flow
    head too, scored but not used as the base);
 3. ``ctrl-rl train algo=residual algo.base=<2> algo.base_execute=1 task=lift`` for ``--residual-iterations``
-   (``tasks/manipulation/tune/residual_lift.yaml``);
+   (default: the preset's, ``tasks/manipulation/tune/residual_lift.yaml``); the run's ``model_best.pt``
+   (``runner.keep_best``) is the one scored, its saved checkpoints on the way beside it;
 4. ``ctrl-rl train task=lift`` (PPO from scratch, ``tune/ppo_lift.yaml``) stopped by SIGTERM after the wall
-   clock of 1-3 (its checkpoint at the stop is the one scored).
+   clock of 1-3 (its ``model_best.pt`` is the one scored, else its checkpoint at the stop).
 
 ``--task insert`` runs the same stages on the insert task (a held peg into a hole with 1 mm of clearance per
 side; ``tune/residual_insert.yaml``, no PPO preset of its own; success: the peg's tip 80 % down the hole on its
@@ -21,7 +22,7 @@ axis for the last 0.2 s); its demonstrations take noise 0.02 by default (the exp
 Usage::
 
     python benchmarks/lift.py                       # ~9-10 min on 2 shared cores (pipeline ~4-5 min, PPO as long)
-    python benchmarks/lift.py --demos 4 --residual-iterations 2 --eval-episodes 4 --bc-passes 2   # smoke
+    python benchmarks/lift.py --demos 2 --residual-iterations 1 --eval-episodes 2 --bc-passes 1 --envs 8   # smoke
     python benchmarks/lift.py --task insert
 """
 
@@ -96,7 +97,9 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=4, help="BC's chunk size")
     ap.add_argument("--bc-passes", type=float, default=100.0, help="BC's passes over the dataset")
     ap.add_argument("--flow", action="store_true", help="also train and score a flow-head BC")
-    ap.add_argument("--residual-iterations", type=int, default=150)
+    ap.add_argument("--residual-iterations", type=int, default=None,
+                    help="residual PPO's iterations (default: the preset's, tune/residual_<task>.yaml)")
+    ap.add_argument("--envs", type=int, default=None, help="residual and PPO envs (default: the presets' 256)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--eval-episodes", type=int, default=64)
     ap.add_argument("--root", default=None, help="where runs and the dataset go (default: a temp dir)")
@@ -118,9 +121,10 @@ def main() -> None:
                                      "runner.run_name=bc_flow"])
         rows.append((f"BC flow, chunk {args.chunk} (not the base)", str(flow), t_flow,
                      success(flow, args.eval_episodes)))
-    residual, t_res = timed(train, ["algo=residual", f"algo.base={base}", "algo.base_execute=1",
-                                    f"runner.max_iterations={args.residual_iterations}", "runner.run_name=residual",
-                                    *common])
+    length = [] if args.residual_iterations is None else [f"runner.max_iterations={args.residual_iterations}"]
+    envs = [] if args.envs is None else [f"env.num_envs={args.envs}"]
+    residual, t_res = timed(train, ["algo=residual", f"algo.base={base}", "algo.base_execute=1", *length, *envs,
+                                    "runner.run_name=residual", *common])
     models = sorted((m for m in residual.glob("model_*.pt") if checkpoint_iteration(m) >= 0), key=checkpoint_iteration)
     for model in models:  # the way there, and the run's last iteration
         rows.append((f"  residual PPO at iteration {checkpoint_iteration(model)}", str(model), float("nan"),
@@ -129,7 +133,7 @@ def main() -> None:
     rows.append((f"residual PPO on the BC base, {kept(residual)}", str(kept_model(residual)), t_res,
                  success(kept_model(residual), args.eval_episodes)))
     pipeline = t_collect + t_bc + t_res
-    scratch, t_ppo = timed(train_for, ["algo=ppo", "runner.run_name=ppo_scratch", *common], pipeline)
+    scratch, t_ppo = timed(train_for, ["algo=ppo", "runner.run_name=ppo_scratch", *envs, *common], pipeline)
     rows.append((f"PPO from scratch, same wall clock, {kept(scratch)}", str(kept_model(scratch)), t_ppo,
                  success(kept_model(scratch), args.eval_episodes)))
 

@@ -130,6 +130,19 @@ def test_sac_vs_sb3_runs_tiny() -> None:
         assert row in proc.stdout, f"row {row!r} missing:\n{proc.stdout}"
 
 
+def test_lift_pipeline_runs_tiny(tmp_path: Path) -> None:
+    """``benchmarks/lift.py`` at toy sizes: demonstrations, BC, residual PPO (scored by its kept model) and PPO
+    from scratch at the same wall clock; the table and the RESULT line."""
+    cmd = [sys.executable, str(SCRIPT.parent / "lift.py"), "--demos", "2", "--residual-iterations", "1",
+           "--eval-episodes", "2", "--bc-passes", "1", "--envs", "8", "--root", str(tmp_path)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "| residual PPO on the BC base, " in out.stdout and "| PPO from scratch, same wall clock, " in out.stdout
+    result = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+    for key in ("bc_success=", "residual_success=", "residual_final_success=", "ppo_scratch_success=", "passed="):
+        assert key in result, result
+
+
 def test_props_vs_ppo_runs_tiny() -> None:
     """``benchmarks/props_vs_ppo.py`` at 4 iterations: both learners run, the RESULT line parses."""
     cmd = [sys.executable, str(SCRIPT.parent / "props_vs_ppo.py"), "--seeds", "1", "--max-iterations", "4",
