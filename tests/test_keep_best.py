@@ -31,7 +31,7 @@ def test_the_run_keeps_its_best_iteration(tmp_path):
     run = train([*common, "runner.keep_best=Reward/position_tracking"])
     history = torch.load(run / "model_6.pt", weights_only=False)["history"]
     values = [row["Reward/position_tracking"] for row in history]
-    means = [(a + b) / 2 for a, b in zip(values, values[1:])]
+    means = [(a + b) / 2 for a, b in zip(values[:-1], values[1:], strict=True)]
     best = torch.load(run / BEST_MODEL, weights_only=False)
     assert best["iteration"] == 2 + means.index(max(means))
     with pytest.raises(ConfigError, match=r"runner.keep_best: this run logs no 'Metrics/sucess_rate'; it logs .*"
