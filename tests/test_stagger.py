@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from ctrl_rl.app.train import train
+from ctrl_rl.config import ConfigError
 from ctrl_rl.sims import make_env
 from ctrl_rl.sims.history import HistoryEnv
 
@@ -43,6 +44,7 @@ def test_a_history_stack_staggers_its_env():
     stacked = HistoryEnv(env, {"policy": [2]})
     stacked.reset(seed=0)
     stacked.stagger_episodes()
+    assert stacked.supports_stagger and env.supports_stagger
     assert len(first_ends(stacked, env.max_episode_length).unique()) > 1
 
 
@@ -62,7 +64,8 @@ def test_the_runner_staggers_and_a_sim_that_cannot_is_refused(tmp_path):
             "Train/mean_episode_length" in ea.Tags()["scalars"] else []
     assert lengths[False] == [] and lengths[True] != []
     pytest.importorskip("gymnasium")
-    with pytest.raises(NotImplementedError, match="cannot stagger them: set runner.stagger_episodes=false"):
+    with pytest.raises(ConfigError, match="runner.stagger_episodes: GymnasiumVecEnv keeps its episodes' step counter "
+                                          "inside the simulator and cannot stagger them; set runner.stagger_episodes"):
         train(["sim=gymnasium", "task=Pendulum-v1", "env.num_envs=2", "algo.num_steps_per_env=4",
                "runner.max_iterations=1", "runner.progress=false", "runner.stagger_episodes=true",
                f"runner.log_root={tmp_path}"])

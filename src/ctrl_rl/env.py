@@ -97,6 +97,11 @@ class VecEnv(ABC):
         raise NotImplementedError(f"{type(self).__name__} does not own its episodes' step counter and cannot "
                                   "stagger them: set runner.stagger_episodes=false")
 
+    @property
+    def supports_stagger(self) -> bool:
+        """Whether :meth:`stagger_episodes` is implemented."""
+        return type(self).stagger_episodes is not VecEnv.stagger_episodes
+
     def deploy_metadata(self) -> dict[str, Any]:
         """What a robot needs besides the network (written into the exported bundle).
 

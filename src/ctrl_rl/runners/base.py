@@ -65,6 +65,9 @@ class Runner:
 
     def __init__(self, env: VecEnv, cfg: TrainConfig, log_dir: Path | None = None):
         self.env, self.cfg, self.log_dir = env, cfg, log_dir
+        if cfg.runner.stagger_episodes and not env.supports_stagger:
+            raise ConfigError(f"runner.stagger_episodes: {type(env).__name__} keeps its episodes' step counter "
+                              "inside the simulator and cannot stagger them; set runner.stagger_episodes=false")
         if cfg.runner.keep_heap and torch.device(env.device).type == "cpu":
             keep_freed_memory()
         self.rank, self.world_size = distributed.rank(), distributed.world_size()

@@ -96,6 +96,10 @@ class HistoryEnv(VecEnv):
     def stagger_episodes(self) -> None:
         self.env.stagger_episodes()
 
+    @property
+    def supports_stagger(self) -> bool:
+        return self.env.supports_stagger
+
     def mirror(self) -> EnvMirror | None:
         inner = self.env.mirror()
         return None if inner is None else inner.with_history(self.lengths)
