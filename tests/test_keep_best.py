@@ -37,3 +37,16 @@ def test_the_run_keeps_its_best_iteration(tmp_path):
     with pytest.raises(ConfigError, match=r"runner.keep_best: this run logs no 'Metrics/sucess_rate'; it logs .*"
                                           r"'Metrics/success_rate'"):
         train([*common, "runner.keep_best=Metrics/sucess_rate", "runner.max_iterations=30"])
+
+
+def test_pql_refuses_keep_best_by_name():
+    import dataclasses
+
+    from ctrl_rl.app.configure import load_train_config
+    from ctrl_rl.app.session import build_env
+    from ctrl_rl.runners import make_runner
+
+    cfg = load_train_config(["algo=pql", "task=pendulum", "env.num_envs=16"])
+    cfg = dataclasses.replace(cfg, runner=dataclasses.replace(cfg.runner, keep_best="Train/mean_reward"))
+    with pytest.raises(ConfigError, match="runner.keep_best: PQL's loop .* drop runner.keep_best for algo=pql"):
+        make_runner(build_env(cfg), cfg)

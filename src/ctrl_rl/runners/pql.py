@@ -141,6 +141,9 @@ class PQLRunner(Runner):
         if cfg.profile:
             raise ConfigError("profile: PQL's three concurrent roles are not one loop to split; its Perf/* "
                               "tags report each role's rate. Drop profile=true for algo=pql")
+        if cfg.runner.keep_best:
+            raise ConfigError("runner.keep_best: PQL's loop writes only its model_<it>.pt (the roles would be "
+                              "parked every iteration to judge a best); drop runner.keep_best for algo=pql")
         super().__init__(env, cfg, log_dir)
 
     def learn(self, max_iterations: int | None = None) -> list[dict[str, float]]:
