@@ -1,8 +1,26 @@
-"""A real exported quadruped bundle for the deploy tests (a short training run, parity-checked export)."""
+"""Real exported bundles for the deploy tests (short training runs, parity-checked exports), and sim2sim run as a
+user runs it."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
+
+ROS_PY = Path(__file__).parent.parent / ".venv-ros" / "bin" / "python"
+
+
+def run_sim2sim(bundle: Path, cwd: Path, transport: str, seconds: float, namespace: str,
+                *options: str) -> subprocess.CompletedProcess:
+    """``ctrl-rl deploy sim2sim <bundle>`` over ``transport`` (rclpy: in .venv-ros, on a domain of its own)."""
+    python, env = sys.executable, {}
+    if transport == "rclpy":
+        python, env = str(ROS_PY), {"ROS_AUTOMATIC_DISCOVERY_RANGE": "SUBNET",
+                                    "ROS_DOMAIN_ID": str(1 + (os.getpid() + len(namespace)) % 100)}
+    return subprocess.run([python, "-m", "ctrl_rl", "deploy", "sim2sim", str(bundle), "--duration", str(seconds),
+                           "--transport", transport, "--namespace", f"{namespace}{os.getpid()}", *options],
+                          capture_output=True, text=True, timeout=120, cwd=cwd, env={**os.environ, **env})
 
 
 def quadruped_bundle(root: Path) -> str:
@@ -56,6 +74,18 @@ def crafted_bundle(src: str | Path, dst: str | Path, factor: float) -> str:
     graph.node.append(helper.make_node("Mul", [scaled, "fuzz_factor"], [out.name]))
     onnx.save(model, str(dst))
     return str(dst)
+
+
+def insert_bundle(root: Path, episode_s: float = 5.0) -> str:
+    """i2rt's YAM on the insert task (episodes of ``episode_s``) after 1 iteration of 8 envs x 8 steps, exported:
+    an arm bundle whose policy observes an object (the socket's pose): the deploy node must be given one."""
+    from ctrl_rl.app.export import export
+    from ctrl_rl.app.train import train
+
+    run = train(["task=insert", f"+task.kwargs.episode_length_s={episode_s}", "env.num_envs=8",
+                 "algo.num_steps_per_env=8", "runner.max_iterations=1", "runner.progress=false",
+                 f"runner.log_root={root}"])
+    return str(export(str(run), []))
 
 
 def arm_bundle(root: Path) -> str:

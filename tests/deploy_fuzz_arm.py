@@ -1,5 +1,6 @@
 """The fuzz cases of an arm bundle (tests/deploy_fuzz.py runs them when its ``policy.onnx`` is an arm's):
-which of the legged cases an arm's node cannot meet, and the cases of its pose command and workspace box."""
+which of the legged cases an arm's node cannot meet, the cases of its pose command and workspace box, and those of
+an insert bundle's object pose (``insert.onnx`` beside it)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,46 @@ def _ee_outside(robot: Robot) -> None:
     assert robot.wait_mode("damping", 5), robot.status
 
 
+def _no_object(robot: Robot) -> None:
+    """Healthy state but no object pose: the node holds the pose in passive and says why."""
+    robot.object_sample = None
+    robot.start_streaming()
+    time.sleep(1.5)
+    assert robot.status.get("mode") == "passive", robot.status
+
+
+def _object(make: Callable[[Robot], m.PoseStamped | None]) -> Callable[[Robot], None]:
+    """Policy mode, then the tracker sends only ``make()`` poses (None: stops): the node damps."""
+    def run(robot: Robot) -> None:
+        robot.to_policy()
+        robot.object_sample = None if make(robot) is None else (lambda: make(robot))
+        assert robot.wait_mode("damping", 5), robot.status
+    return run
+
+
+def _socket_with(**fields: object) -> Callable[[Robot], m.PoseStamped]:
+    def make(robot: Robot) -> m.PoseStamped:
+        pose = robot.socket_pose()
+        for k, v in fields.items():
+            setattr(pose, k, v)
+        return pose
+    return make
+
+
+def object_cases() -> list[Case]:
+    """An insert bundle: its policy observes the socket's pose (``geometry_msgs/PoseStamped``)."""
+    b = "insert.onnx"
+    return [Case("insert bundle: no object pose", _no_object, "no object pose received", bundle=b),
+            Case("insert bundle: policy with an object pose", _policy_runs(), "", bundle=b),
+            Case("insert bundle: object pose stops", _object(lambda r: None), "object pose is stale", bundle=b),
+            Case("insert bundle: NaN object pose", _object(_socket_with(position=np.array([np.nan, 0.0, 0.0]))),
+                 "object pose refused: .*finite", bundle=b),
+            Case("insert bundle: object pose in another frame", _object(_socket_with(frame_id="camera")),
+                 "object pose refused: .*frame 'camera'", bundle=b),
+            Case("insert bundle: object 10 m away", _object(_socket_with(position=np.array([10.0, 0.0, 0.0]))),
+                 "object pose refused: .*outside the workspace box", bundle=b)]
+
+
 def arm_cases() -> list[Case]:
     pose = lambda *v: (lambda r: m.Float64MultiArray(np.array(v, dtype=np.float64), []))  # noqa: E731
     return [Case("pose command NaN", _pose_command(pose(*[np.nan] * 7)), "7 finite values"),
@@ -51,4 +92,5 @@ def arm_cases() -> list[Case]:
                  "unit quaternion"),
             Case("pose command 10 m away (clipped)", _pose_command(pose(10, 10, 10, 1, 0, 0, 0), faults=False), ""),
             Case("policy outputs 1e6: workspace box", _policy_runs(), "workspace box", bundle="huge.onnx"),
-            Case("measured end effector outside the box", _ee_outside, "measured pose .* outside the workspace box")]
+            Case("measured end effector outside the box", _ee_outside, "measured pose .* outside the workspace box"),
+            *object_cases()]

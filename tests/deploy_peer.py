@@ -68,6 +68,10 @@ class Robot:
         self.pose_sample: Callable[[], m.Float64MultiArray] | None = None if self.arm is None else \
             (lambda: m.Float64MultiArray(self.arm.default_target.copy(), []))
         """What the arm's operator publishes as its end-effector target with each state (None: nothing)."""
+        observes_object = self.arm is not None and self.arm.observes_object
+        self.pub_object = self.t.publisher("object_pose", m.PoseStamped) if observes_object else None
+        self.object_sample: Callable[[], m.PoseStamped] | None = self.socket_pose if observes_object else None
+        """What the cell's object tracker publishes with each state (None: nothing)."""
         self.sent_pose = self.pose.copy()
         """The joint positions of the last JointState sent (driver order): a command may hold them."""
         self.first_valid_state: float | None = None
@@ -97,6 +101,12 @@ class Robot:
         return (m.JointState(now, list(self.order), self.pose.copy(), np.zeros(len(self.order)), np.zeros(0)),
                 m.Imu(now, np.array([1.0, 0.0, 0.0, 0.0]), np.zeros(3), np.array([0.0, 0.0, 9.81])))
 
+    def socket_pose(self) -> m.PoseStamped:
+        """The object where an insert episode may put it: at the middle of the workspace box, on the table."""
+        centre = self.arm.targets.bounds.mean(axis=1)
+        return m.PoseStamped(time.time(), np.array([centre[0], centre[1], 0.0]), np.array([1.0, 0.0, 0.0, 0.0]),
+                             self.arm.object_frame)
+
     def flat_map(self) -> m.Float64MultiArray:
         """Flat ground under a robot standing at its training height: every clearance is the offset."""
         return self.scan.message(np.full(self.scan.size, self.scan.offset))
@@ -112,7 +122,8 @@ class Robot:
                     self.sent_pose = np.asarray(js.position, dtype=np.float64).copy()
                 self.pub_js(js)
                 self.pub_imu(imu)
-                for publish, make in ((self.pub_map, self.map_sample), (self.pub_pose, self.pose_sample)):
+                for publish, make in ((self.pub_map, self.map_sample), (self.pub_pose, self.pose_sample),
+                                      (self.pub_object, self.object_sample)):
                     if make is not None:
                         publish(make())
                 now = time.monotonic()

@@ -4,16 +4,14 @@ hand, the pose command's checks, an arm bundle's export (chain, movable MJCF) an
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import mujoco
 import numpy as np
 import pytest
+from bundles import ROS_PY, run_sim2sim
 from toy_arm import REACH_KWARGS, write_toy_arm
 
 from ctrl_rl.deploy import messages as m
@@ -21,9 +19,6 @@ from ctrl_rl.deploy.arm_kinematics import KinematicChain, WorkspaceBox, chain_fr
 from ctrl_rl.deploy.arm_node import ArmSide, matrix_to_quat
 from ctrl_rl.deploy.safety import JointCommand
 from ctrl_rl.robots.arm import arm_indices, build_arm_model, load_arm
-
-HERE = Path(__file__).parent
-ROS_PY = HERE.parent / ".venv-ros" / "bin" / "python"
 
 CHAIN_MJCF = """
 <mujoco>
@@ -212,15 +207,9 @@ def test_an_arm_bundle_carries_its_chain_and_a_relative_mjcf(toy_bundle, tmp_pat
 def test_sim2sim_runs_an_arm_bundle_and_judges_its_targets(toy_bundle, tmp_path, transport):
     """The node over the transport against the arm bridge: targets for every joint (arm and gripper), pose
     targets sent and judged, the verdict on the RESULT line and in the summary."""
-    python, env = sys.executable, {}
-    if transport == "rclpy":
-        python, env = str(ROS_PY), {"ROS_AUTOMATIC_DISCOVERY_RANGE": "SUBNET",
-                                    "ROS_DOMAIN_ID": str(1 + (os.getpid() + 13) % 100)}
     summary = tmp_path / "s.json"
-    proc = subprocess.run([python, "-m", "ctrl_rl", "deploy", "sim2sim", str(toy_bundle), "--duration", "12",
-                           "--transport", transport, "--namespace", f"arm{os.getpid()}", "--summary", str(summary),
-                           "--set", "safety.stand_up_time=0.5"], capture_output=True, text=True, timeout=120,
-                          cwd=tmp_path, env={**os.environ, **env})
+    proc = run_sim2sim(toy_bundle, tmp_path, transport, 12, "arm", "--summary", str(summary),
+                       "--set", "safety.stand_up_time=0.5")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     line = proc.stdout.strip().splitlines()[-1]
     assert line.startswith("RESULT sim2sim mode=policy "), line

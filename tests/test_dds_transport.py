@@ -25,16 +25,11 @@ from ctrl_rl.deploy.transports.dds import (
     CONVERTERS,
     LOCALHOST_CONFIG,
     WRITER_QOS,
-    Bool_,
     DdsTransport,
-    Header_,
-    JointState_,
-    Time_,
     dds_topic_name,
     domain_config,
-    stamp_to_time,
-    time_to_stamp,
 )
+from ctrl_rl.deploy.transports.ros_idl import Bool_, Header_, JointState_, Time_, stamp_to_time, time_to_stamp
 
 DOMAIN = 100 + os.getpid() % 100  # 7400 + 250 * domain stays below 65535 up to 232
 CDR_LE = b"\x00\x01\x00\x00"  # encapsulation: plain CDR (XCDR1) little endian, options 0
@@ -172,6 +167,8 @@ def _samples() -> list:
         m.Imu(stamp=3.000000007, orientation=np.array([0.9, 0.1, -0.2, 0.3]), angular_velocity=np.array([1.0, 2, 3]),
               linear_acceleration=np.array([0.0, 0.5, -9.81]), frame_id="imu_link"),
         m.Twist(linear=np.array([0.5, -0.25, 0.0]), angular=np.array([0.0, 0.0, 1.25])),
+        m.PoseStamped(stamp=7.5, position=np.array([0.28, -0.05, 0.0]), orientation=np.array([0.9, 0.1, -0.2, 0.3]),
+                      frame_id="base_link"),
         m.Float64MultiArray(data=np.arange(6.0) / 7, dims=[("rows", 2, 6), ("cols", 3, 3)], data_offset=1),
         m.Bool(data=True),
         m.String(data='{"state": "running", "ünï": 1}'),

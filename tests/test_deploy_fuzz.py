@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from bundles import arm_bundle, crafted_bundle, humanoid_bundle, quadruped_bundle, scan_bundle
+from bundles import arm_bundle, crafted_bundle, humanoid_bundle, insert_bundle, quadruped_bundle, scan_bundle
 
 HERE = Path(__file__).parent
 ROS_PY = HERE.parent / ".venv-ros" / "bin" / "python"
@@ -24,9 +24,10 @@ UNITREE_CASES = MIN_CASES - 8 + 2
 """Over Unitree's protocol: the 8 JointState-structure cases do not exist, 2 LowState ones do."""
 UNITREE_HG_CASES = UNITREE_CASES - 10
 """On the humanoid bundle alone: without the 10 cases of the crafted and scan bundles."""
-ARM_CASES = MIN_CASES - 6 - 6 + 6
+ARM_CASES = MIN_CASES - 6 - 6 + 6 + 6
 """An arm bundle: without the 6 scan-bundle cases and the 6 about an IMU or a velocity command (NOT_ON_ARM),
-with 6 of its own (deploy_fuzz.arm_cases: the pose command, the workspace box)."""
+with 6 of its own (deploy_fuzz_arm.arm_cases: the pose command, the workspace box) and 6 of an insert bundle's
+object pose."""
 
 
 @pytest.fixture(scope="module")
@@ -45,10 +46,12 @@ def bundle_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def arm_bundle_dir(tmp_path_factory) -> Path:
-    """An exported reach bundle of i2rt's YAM and the same policy with its output times NaN, inf and 1e6."""
+    """An exported reach bundle of i2rt's YAM, the same policy with its output times NaN, inf and 1e6, and an
+    insert bundle (its policy observes the socket's pose)."""
     d = tmp_path_factory.mktemp("fuzz_arm_bundles")
     src = arm_bundle(d / "runs")
     shutil.copy(src, d / "policy.onnx")
+    shutil.copy(insert_bundle(d / "insert_runs"), d / "insert.onnx")
     for name, factor in (("nan", float("nan")), ("inf", float("inf")), ("huge", 1e6)):
         crafted_bundle(src, d / f"{name}.onnx", factor)
     return d

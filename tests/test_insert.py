@@ -14,11 +14,12 @@ import torch
 mujoco = pytest.importorskip("mujoco")
 
 from ctrl_rl.env import SimulationError  # noqa: E402
+from ctrl_rl.robots.arm_scenes import inserted, peg_in_hole  # noqa: E402
 from ctrl_rl.runners.episodes import run_episodes, zero_policy  # noqa: E402
 from ctrl_rl.sims import make_env  # noqa: E402
 from ctrl_rl.tasks.manipulation.experts import EXPERTS, ArmIK, grasp_quat  # noqa: E402
 from ctrl_rl.tasks.manipulation.insert_config import InsertConfig  # noqa: E402
-from ctrl_rl.tasks.manipulation.rewards import insert_terms, inserted, peg_in_hole  # noqa: E402
+from ctrl_rl.tasks.manipulation.rewards import insert_terms  # noqa: E402
 
 
 # ---- geometry, success and rewards, by hand ---------------------------------------------------------------
@@ -126,6 +127,25 @@ def test_success_is_the_peg_down_the_hole_on_its_axis_held_for_the_last_steps():
     assert _judge(env, 1)[0].tolist() == [0.0, 0.0] and int(env.task.held.max()) == 0
     _peg_at(env, 0.015)
     assert _judge(env, 12)[0].tolist() == [0.0, 0.0]
+
+
+def test_episodes_start_where_the_arms_pd_holds_it():
+    """``settle_s``: the arm starts settled under its PD at the rest targets (as a real arm stands after the
+    deploy node's stand-up): with zero actions and no joint noise it stays (joint speeds under 0.05 rad/s); from
+    the default pose itself (``settle_s=0``) the soft YAM falls (0.7 rad/s), its grasp site 3.5 cm lower within
+    0.2 s."""
+    speeds, heights = {}, {}
+    for settle in (0.0, 1.0):
+        env = make_env("mujoco", "insert", 2, "cpu", seed=0, init_joint_noise=0.0, settle_s=settle)
+        env.reset(seed=0)
+        start = env.task.signals(env.physics)["ee_pos"][:, 2].clone()
+        speed = 0.0
+        for _ in range(10):
+            env.step(torch.zeros(2, env.action_dim))
+            speed = max(speed, float(env.task.signals(env.physics)["joint_vel"].abs().max()))
+        speeds[settle], heights[settle] = speed, float((start - env.task.signals(env.physics)["ee_pos"][:, 2]).max())
+    assert speeds[1.0] < 0.05 and heights[1.0] < 0.003, (speeds, heights)
+    assert speeds[0.0] > 0.3 and heights[0.0] > 0.02, (speeds, heights)
 
 
 def test_a_peg_held_above_the_table_is_no_success():

@@ -113,6 +113,8 @@ MESSAGES: dict[str, Any] = {
         12.5, np.array([0.5, 0.5, -0.5, 0.5]), np.array([0.1, -0.2, 0.3]), np.array([0.0, 0.5, 9.81]), "imu_link"
     ),
     "geometry_msgs/msg/Twist": m.Twist(np.array([0.5, -0.25, 0.0]), np.array([0.0, 0.0, 1.25])),
+    "geometry_msgs/msg/PoseStamped": m.PoseStamped(7.5, np.array([0.28, -0.05, 0.0]), np.array([0.9, 0.1, -0.2, 0.3]),
+                                                   "base_link"),
     "std_msgs/msg/Float64MultiArray": m.Float64MultiArray(np.arange(6.0) / 3, [("rows", 2, 6), ("cols", 3, 3)], 1),
     "std_msgs/msg/Bool": m.Bool(True),
     "std_msgs/msg/String": m.String('{"state": "running", "ü": 1}'),

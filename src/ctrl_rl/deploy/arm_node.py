@@ -1,10 +1,13 @@
-"""What the deploy node adds for an arm bundle: the pose command it tracks and the workspace box it keeps.
+"""What the deploy node adds for an arm bundle: the pose command it tracks, the object pose it reads and the
+workspace box it keeps.
 
-An arm bundle (exported from an arm task: its metadata has ``kinematic_chain`` and ``pose_command``) has no
-IMU, no velocity command and no tilt; the node instead reads an end-effector pose target (``pose_command_topic``,
-``std_msgs/Float64MultiArray`` of ``[x, y, z, qw, qx, qy, qz]`` in the arm's base frame) and checks every
-policy command's forward kinematics (``arm_kinematics.py``) against a workspace box. docs/deploy.md, "Arms",
-states the rules; :class:`ArmSide` is them.
+An arm bundle (exported from an arm task: its metadata has ``kinematic_chain`` and a workspace, the pose
+command's or the task's) has no IMU, no velocity command and no tilt; the node instead reads an end-effector
+pose target (reach: ``pose_command_topic``, ``std_msgs/Float64MultiArray`` of ``[x, y, z, qw, qx, qy, qz]`` in
+the arm's base frame) or the manipulated object's pose (insert: ``object_pose_topic``,
+``geometry_msgs/PoseStamped`` in the bundle's object frame), computes the end effector's position by forward
+kinematics (``arm_kinematics.py``) for the terms that need it, and checks every policy command's end effector
+against a workspace box. docs/deploy.md, "Arms", states the rules; :class:`ArmSide` is them.
 
 Numpy only.
 """
@@ -18,6 +21,9 @@ import numpy as np
 from . import messages as m
 from .arm_kinematics import KinematicChain, WorkspaceBox
 from .safety import JointCommand, clamp_targets
+
+OBJECT_TERMS = ("object_pose", "object_to_ee")
+"""The observation terms an object pose source feeds (``ctrl_rl.robots.terms.EXTERNAL_TERMS``)."""
 
 
 def matrix_to_quat(r: np.ndarray) -> np.ndarray:
@@ -51,17 +57,26 @@ class ArmSide:
         if "kinematic_chain" not in meta:
             raise ValueError("arm bundle lacks kinematic_chain in its metadata: it was exported before the deploy "
                              "node ran arms; re-export it with `ctrl-rl export <run>`")
-        if "workspace" not in (meta.get("pose_command") or {}):
-            raise ValueError(f"arm bundle of task {meta.get('task')!r} has no pose_command.workspace: the node runs "
-                             "arm tasks that command an end-effector pose in a workspace box (reach)")
+        workspace = (meta.get("pose_command") or {}).get("workspace", meta.get("workspace"))
+        if workspace is None:
+            raise ValueError(f"arm bundle of task {meta.get('task')!r} has no workspace (pose_command.workspace or "
+                             "workspace): the node keeps every arm's end effector in a box; re-export it with "
+                             "`ctrl-rl export <run>`")
         self.chain = KinematicChain(meta["kinematic_chain"], list(joint_names))
         ee, rotation = self.chain.ee_pose(default_pose)
-        self.targets = WorkspaceBox.around(meta["pose_command"].get("workspace"), ee, 0.0)
+        self.targets = WorkspaceBox.around(workspace, ee, 0.0)
         """The task's target box (stretched to the default pose): pose commands are clipped into it."""
         self.box = WorkspaceBox(self.targets.bounds + np.array([-margin, margin]))
         """Where a policy command may put the end effector."""
         self.default_target = np.concatenate([ee, matrix_to_quat(rotation)])
         """The target until a pose command arrives: hold the end effector where the default pose puts it."""
+        self.object_frame = str((meta.get("object") or {}).get("frame", ""))
+        """The frame an object pose must be given in (the arm's base body); "" for a task without an object."""
+        self.observes_object = any(t.get("name") in OBJECT_TERMS for t in meta.get("obs_terms", []))
+        """Whether the policy reads the object's pose: the node then needs a fresh one to run."""
+        if self.observes_object and not self.object_frame:
+            raise ValueError("arm bundle observes an object but its metadata has no object.frame; re-export it "
+                             "with `ctrl-rl export <run>`")
         self.holds = 0
         """Policy commands whose target was moved back inside the box (or refused)."""
         self.last_hold = ""
@@ -78,6 +93,29 @@ class ArmSide:
             raise ValueError(f"pose command orientation is not a unit quaternion (norm {norm:.3f})")
         position = np.clip(data[:3], self.targets.bounds[:, 0], self.targets.bounds[:, 1])
         return np.concatenate([position, data[3:] / norm])
+
+    def parse_object(self, msg: m.PoseStamped) -> np.ndarray:
+        """``[x, y, z, qw, qx, qy, qz]`` of the object, the quaternion normalized; a ``ValueError`` for a pose in
+        another frame, non-finite, not a unit quaternion, or outside the workspace box (a tracking error: the
+        policy never saw an object there)."""
+        if msg.frame_id != self.object_frame:
+            raise ValueError(f"object pose is in frame {msg.frame_id!r}; the policy was trained on poses in "
+                             f"{self.object_frame!r} (transform it there, e.g. with tf2, before publishing)")
+        pose = np.concatenate([np.asarray(msg.position, dtype=np.float64).reshape(-1),
+                               np.asarray(msg.orientation, dtype=np.float64).reshape(-1)])
+        if pose.shape != (7,) or not np.all(np.isfinite(pose)):
+            raise ValueError("object pose must be a finite position and quaternion")
+        norm = float(np.linalg.norm(pose[3:]))
+        if abs(norm - 1.0) > 0.05:
+            raise ValueError(f"object pose orientation is not a unit quaternion (norm {norm:.3f})")
+        if not self.box.contains(pose[:3]):
+            raise ValueError(f"object at {pose[:3].round(3).tolist()} m lies outside the workspace box "
+                             f"{self.box.bounds.round(3).tolist()}")
+        return np.concatenate([pose[:3], pose[3:] / norm])
+
+    def ee_position(self, joint_pos: np.ndarray) -> np.ndarray:
+        """The end effector's position (m, base frame) at ``joint_pos`` (the ``ee_pos`` signal)."""
+        return self.chain.ee_pose(joint_pos)[0]
 
     def guard(self, out: JointCommand, limits: np.ndarray | None, torque: np.ndarray | None,
               measured: np.ndarray, joint_vel: np.ndarray | None) -> JointCommand | None:

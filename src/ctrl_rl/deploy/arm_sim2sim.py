@@ -8,7 +8,8 @@ end-effector pose target (``pose_command``) and draws a new one every ``target_p
 reach task does (a position uniform in the bundle's workspace box, the default orientation turned by
 angles uniform in the task's ranges). Each target is judged as training judges an episode: a success
 when the end effector was within ``success_distance`` and ``success_angle`` of it for the last
-``success_hold_steps`` control periods before the next one. ``success_rate`` is the verdict.
+``success_hold_steps`` control periods before the next one. ``success_rate`` is the verdict. A bundle with an
+object (insert) runs episodes instead (``object_sim2sim.py``: :class:`~.object_sim2sim.InsertBridge`).
 
 Run by ``ctrl-rl deploy sim2sim <arm bundle>``. Needs numpy, mujoco, pyyaml; never torch.
 """
@@ -63,10 +64,15 @@ class ArmBridgeConfig:
     success_angle: float = REACH_DEFAULTS["success_angle"]
     success_hold_steps: int = REACH_DEFAULTS["success_hold_steps"]
     seed: int = 0
+    object: dict[str, Any] | None = None
+    """The bundle's ``object`` metadata (a task with an object: its scene, draws and success rule); None: reach."""
     joint_states_topic: str = "joint_states"
     joint_command_topic: str = "joint_commands"
     pose_command_topic: str = "pose_command"
     status_topic: str = "ctrl_rl/status"
+    object_pose_topic: str = "object_pose"
+    estop_topic: str = "estop"
+    start_topic: str = "ctrl_rl/start"
 
 
 def axis_quat(angle: float, axis: int) -> np.ndarray:
@@ -81,7 +87,7 @@ class ArmBridge:
 
     def __init__(self, cfg: ArmBridgeConfig, transport: Any) -> None:
         self.cfg, self.arm = cfg, load_arm(cfg.robot)
-        self.model, self.sensors = build_arm_model(self.arm)
+        self.model, self.sensors = self.build_model()
         self.model.opt.timestep = cfg.physics_dt
         self.data = mujoco.MjData(self.model)
         self.data.qpos[:] = rest_qpos(self.model, self.arm)
@@ -116,6 +122,10 @@ class ArmBridge:
         self._pub_pose = transport.publisher(cfg.pose_command_topic, m.Float64MultiArray)
         transport.subscribe(cfg.joint_command_topic, m.Float64MultiArray, self._on_command)
         transport.subscribe(cfg.status_topic, m.String, self._on_status, qos=TopicQos("reliable", 1, "transient_local"))
+
+    def build_model(self) -> tuple[mujoco.MjModel, Any]:
+        """The arm as training built it (a subclass adds the task's scene)."""
+        return build_arm_model(self.arm)
 
     def _on_command(self, msg: m.Float64MultiArray) -> None:
         command = parse_joint_command(msg, self.order, self.cfg.command_format)
@@ -166,20 +176,27 @@ class ArmBridge:
         with self._lock:
             cmd, self._command = self._command, None
         if cmd is not None:
-            pos, kp, kd = cmd
-            set_pd_gains(self.model, self.kp0 if kp is None else kp, self.kd0 if kd is None else kd)
-            self.data.ctrl[:] = pos
+            self.apply(*cmd)
         mujoco.mj_step(self.model, self.data)
         k = self.stats["physics_steps"] = self.stats["physics_steps"] + 1
         if k % self.control_every == 0:
-            self._judge_and_draw(k)
-            if self.target is not None:
-                self._pub_pose(m.Float64MultiArray(self.target.copy(), [("pose", 7, 1)]))
+            self.control_tick(k)
         if k % self.decim == 0:
             sd = self.data.sensordata
             self._pub_js(m.JointState(time.time(), list(self.arm.joint_names), sd[self.s_pos].copy(),
                                       sd[self.s_vel].copy(), sd[self.s_eff].copy()))
             self.stats["published"] += 1
+
+    def apply(self, pos: np.ndarray, kp: np.ndarray | None, kd: np.ndarray | None) -> None:
+        """A joint command into the PD actuators (the robot's own gains where the command has none)."""
+        set_pd_gains(self.model, self.kp0 if kp is None else kp, self.kd0 if kd is None else kd)
+        self.data.ctrl[:] = pos
+
+    def control_tick(self, k: int) -> None:
+        """Once per control period: judge the target, draw the next, send it."""
+        self._judge_and_draw(k)
+        if self.target is not None:
+            self._pub_pose(m.Float64MultiArray(self.target.copy(), [("pose", 7, 1)]))
 
     def run(self, duration: float | None = None, summary_path: str = "") -> dict[str, Any]:
         """Real time until :meth:`stop` or ``duration`` s; the summary also written every 0.5 s of sim time."""
@@ -205,7 +222,12 @@ class ArmBridge:
 
 def bridge_args(meta: dict[str, Any], robot: str) -> list[str]:
     """The bridge's options for an arm bundle (its workspace and, where the bundle carries them, the task's
-    target and success settings; else :data:`REACH_DEFAULTS`)."""
+    target and success settings; else :data:`REACH_DEFAULTS`); a bundle with an object runs episodes
+    (``object_sim2sim.py``)."""
+    if meta.get("object"):
+        settings = {"workspace": meta["workspace"], "control_dt": meta.get("control_dt", 0.02),
+                    "object": meta["object"]}
+        return ["-m", "ctrl_rl.deploy.object_sim2sim", "--robot", robot, "--settings", json.dumps(settings)]
     pose = meta.get("pose_command") or {}
     if "workspace" not in pose:
         raise ValueError("the arm bundle's metadata has no pose_command.workspace; re-export it with "
@@ -215,8 +237,32 @@ def bridge_args(meta: dict[str, Any], robot: str) -> list[str]:
     return ["-m", "ctrl_rl.deploy.arm_sim2sim", "--robot", robot, "--settings", json.dumps(settings)]
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m ctrl_rl.deploy.arm_sim2sim", description=__doc__.split("\n\n")[0])
+def verdict(meta: dict[str, Any], status: dict[str, Any], sim: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The sim2sim verdict of an arm bundle from the node's final status and the bridge's summary: a sentence and
+    the ``RESULT`` fields (reach: targets judged; a task with an object: episodes)."""
+    mode, holds = status.get("mode_at_stop") or status["mode"], status.get("workspace_holds", 0)
+    nan = float("nan")
+    if meta.get("object"):
+        return (f"insert verdict: {sim.get('episodes', 0)} episodes while the policy ran, success rate "
+                f"{sim.get('success_rate', nan):.3f} (the peg down the hole for the last 0.2 s, as in training); "
+                f"{sim.get('cut_short', 0)} cut short by a fault; {holds} commands held inside the workspace box",
+                {"mode": mode, "episodes": sim.get("episodes", 0), "success_rate": sim.get("success_rate", nan),
+                 "insertion_depth": sim.get("insertion_depth", nan), "lateral_error": sim.get("lateral_error", nan),
+                 "cut_short": sim.get("cut_short", 0), "object_poses": status.get("object_pose", 0),
+                 "workspace_holds": holds, "clamped": status["clamped"], "deadline_misses": status["deadline_misses"]})
+    return (f"reach verdict: {sim.get('targets', 0)} targets judged while the policy ran, success rate "
+            f"{sim.get('success_rate', nan):.3f} (within 2 cm and 0.1 rad for the last 0.2 s of each, as in "
+            f"training); {holds} commands held inside the workspace box",
+            {"mode": mode, "targets": sim.get("targets", 0), "success_rate": sim.get("success_rate", nan),
+             "position_error": sim.get("position_error", nan), "orientation_error": sim.get("orientation_error", nan),
+             "workspace_holds": holds, "clamped": status["clamped"], "commands": sim.get("commands", 0),
+             "deadline_misses": status["deadline_misses"]})
+
+
+def main(argv: list[str] | None = None, bridge_cls: type[ArmBridge] = ArmBridge, prog: str = "arm_sim2sim",
+         doc: str = __doc__) -> None:
+    """The bridge process: ``bridge_cls`` on the transport until SIGTERM or ``--duration``."""
+    ap = argparse.ArgumentParser(prog=f"python -m ctrl_rl.deploy.{prog}", description=doc.split("\n\n")[0])
     ap.add_argument("--robot", required=True, help="arm YAML (name or path)")
     ap.add_argument("--settings", required=True, help="JSON: ArmBridgeConfig fields (workspace, control_dt, ...)")
     ap.add_argument("--transport", choices=("dds", "rclpy"), default="dds")
@@ -232,7 +278,7 @@ def main(argv: list[str] | None = None) -> None:
     cfg = ArmBridgeConfig(robot=args.robot, physics_dt=args.physics_dt, state_rate_hz=args.state_rate,
                           command_format=args.command_format, seed=args.seed, **json.loads(args.settings))
     transport = make_transport(args.transport, namespace=args.namespace, node_name="ctrl_rl_arm_sim2sim")
-    bridge = ArmBridge(cfg, transport)
+    bridge = bridge_cls(cfg, transport)
     signal.signal(signal.SIGTERM, lambda *_: bridge.stop())
     try:
         summary = bridge.run(args.duration, args.summary)

@@ -54,7 +54,7 @@ EPILOG = """examples:
 
 LIVE_PARAMETERS = ("safety.max_tilt", "safety.max_joint_vel", "safety.max_gyro", "safety.joint_limit_margin",
                    "safety.command_timeout", "safety.state_timeout", "safety.damping_kd", "safety.passive_kd",
-                   "safety.height_map_timeout", "safety.max_height_map")
+                   "safety.height_map_timeout", "safety.max_height_map", "safety.object_pose_timeout")
 """Parameters ``ros2 param set`` changes while the node runs (validated, then applied at the next tick);
 every other parameter is refused with the reason (restart the node with the new value)."""
 
@@ -246,7 +246,8 @@ def run_lifecycle_node(args: argparse.Namespace, signals: Any) -> dict[str, Any]
 
 def _report(args: argparse.Namespace, status: dict[str, Any]) -> dict[str, Any]:
     """The run's full status as JSON in ``--summary`` (its path printed), then the RESULT line."""
-    path = Path(args.summary or Path("logs", "deploy", f"{args.command}_{time.strftime('%Y-%m-%d_%H-%M-%S')}.json"))
+    stamp = f"{time.strftime('%Y-%m-%d_%H-%M-%S')}_{os.getpid()}"  # two runs may end in the same second
+    path = Path(args.summary or Path("logs", "deploy", f"{args.command}_{stamp}.json"))
     args.summary_path = path  # sim2sim adds the bridge's side and the gait report to it
     with atomic_write(path) as tmp:
         tmp.write_text(json.dumps(status, indent=1) + "\n")
@@ -305,16 +306,14 @@ def run_sim2sim(args: argparse.Namespace) -> dict[str, Any]:
             args.set = [*(args.set or []), f"command_joint_names=[{','.join(names)}]"]
     status, sim, died = _node_against_bridge(args, cmd, summary_path)
     report = sim2sim_report(args, status, sim, gait_path)
-    print("RESULT sim2sim " + " ".join(
-        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-        for k, v in {"mode": status.get("mode_at_stop") or status["mode"],
-                     "base_height": sim.get("base_height", float("nan")),
-                     "cmd_vx": float(args.cmd_vel[0]) if args.cmd_vel else 0.0,
-                     "forward_velocity": sim.get("forward_velocity", float("nan")),
-                     "max_tilt": sim.get("max_tilt", float("nan")), "base_x": sim.get("base_x", float("nan")),
-                     "base_y": sim.get("base_y", float("nan")), "commands": sim.get("commands", 0),
-                     "deadline_misses": status["deadline_misses"],
-                     **(report.result_fields() if report is not None else {"gait": "none"})}.items()))
+    print(result_line({"mode": status.get("mode_at_stop") or status["mode"],
+                       "base_height": sim.get("base_height", float("nan")),
+                       "cmd_vx": float(args.cmd_vel[0]) if args.cmd_vel else 0.0,
+                       "forward_velocity": sim.get("forward_velocity", float("nan")),
+                       "max_tilt": sim.get("max_tilt", float("nan")), "base_x": sim.get("base_x", float("nan")),
+                       "base_y": sim.get("base_y", float("nan")), "commands": sim.get("commands", 0),
+                       "deadline_misses": status["deadline_misses"],
+                       **(report.result_fields() if report is not None else {"gait": "none"})}))
     _check_ran(status, died)
     if args.require_gait and (report is None or not report.passed):
         failed = ", ".join(report.failed()) if report is not None else "no policy-mode trace to report"
@@ -362,7 +361,7 @@ def run_arm_sim2sim(args: argparse.Namespace, meta: dict[str, Any], workdir: Pat
     if args.transport == "unitree" or args.joint_order or args.cmd_vel or args.terrain_cell:
         raise ValueError("an arm bundle's sim2sim takes neither --transport unitree (Unitree's robots only), "
                          "--joint-order, --cmd-vel nor --terrain-cell")
-    from .arm_sim2sim import bridge_args  # optional mujoco: sim2sim needs it, the robot node never
+    from .arm_sim2sim import bridge_args, verdict  # optional mujoco: sim2sim needs it, the robot node never
 
     summary_path = workdir / "bridge.json"
     cmd = [sys.executable, *bridge_args(meta, args.robot or bundle_robot(meta, workdir, args.bundle)),
@@ -372,19 +371,17 @@ def run_arm_sim2sim(args: argparse.Namespace, meta: dict[str, Any], workdir: Pat
     status, sim, died = _node_against_bridge(args, cmd, summary_path)
     with atomic_write(args.summary_path) as tmp:
         tmp.write_text(json.dumps({**status, "bridge": sim}, indent=1) + "\n")
-    print(f"reach verdict: {sim.get('targets', 0)} targets judged while the policy ran, success rate "
-          f"{sim.get('success_rate', float('nan')):.3f} (within 2 cm and 0.1 rad for the last 0.2 s of each, as in "
-          f"training); {status.get('workspace_holds', 0)} commands held inside the workspace box")
-    print("RESULT sim2sim " + " ".join(
-        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-        for k, v in {"mode": status.get("mode_at_stop") or status["mode"], "targets": sim.get("targets", 0),
-                     "success_rate": sim.get("success_rate", float("nan")),
-                     "position_error": sim.get("position_error", float("nan")),
-                     "orientation_error": sim.get("orientation_error", float("nan")),
-                     "workspace_holds": status.get("workspace_holds", 0), "clamped": status["clamped"],
-                     "commands": sim.get("commands", 0), "deadline_misses": status["deadline_misses"]}.items()))
+    sentence, fields = verdict(meta, status, sim)
+    print(sentence)
+    print(result_line(fields))
     _check_ran(status, died)
     return {"node": status, "bridge": sim}
+
+
+def result_line(fields: dict[str, Any]) -> str:
+    """``RESULT sim2sim key=value ...`` (floats to 4 significant digits)."""
+    return "RESULT sim2sim " + " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                        for k, v in fields.items())
 
 
 class Sim2SimFailure(RuntimeError):

@@ -52,6 +52,18 @@ class Twist:
 
 
 @dataclass
+class PoseStamped:
+    """``geometry_msgs/msg/PoseStamped``: a pose in frame ``frame_id`` (an object's, from motion capture or
+    perception)."""
+
+    stamp: float = 0.0
+    position: np.ndarray = _vec(3)
+    orientation: np.ndarray = field(default_factory=lambda: np.array([1.0, 0.0, 0.0, 0.0]))
+    """Quaternion **w, x, y, z** here (ROS orders x, y, z, w on the wire; transports convert)."""
+    frame_id: str = ""
+
+
+@dataclass
 class Float64MultiArray:
     """``std_msgs/msg/Float64MultiArray``; ``dims`` holds the layout's (label, size, stride)."""
 
@@ -99,6 +111,7 @@ MESSAGE_TYPES: dict[str, type] = {
     "sensor_msgs/msg/JointState": JointState,
     "sensor_msgs/msg/Imu": Imu,
     "geometry_msgs/msg/Twist": Twist,
+    "geometry_msgs/msg/PoseStamped": PoseStamped,
     "std_msgs/msg/Float64MultiArray": Float64MultiArray,
     "std_msgs/msg/Bool": Bool,
     "std_msgs/msg/String": String,

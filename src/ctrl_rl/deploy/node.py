@@ -14,6 +14,8 @@ What it guarantees (docs/deploy.md lists the test of each):
 7. Nothing with stiffness (kp > 0) or a target other than the measured pose goes out before an
    operator's start message (``safety.auto_start`` false, the default; sim2sim turns it on).
 8. An arm bundle's policy commands keep its end effector inside the workspace box (``arm_node.py``).
+9. An arm bundle that observes an object needs a fresh, checked object pose in its frame (``arm_node.py``):
+   without one the node does not stand up, and one that goes stale ends in damping.
 
 Transport-neutral: it speaks :mod:`ctrl_rl.deploy.messages` through a
 :class:`~ctrl_rl.deploy.transports.Transport` (plain DDS or rclpy), so the same core runs on a
@@ -96,15 +98,18 @@ class DeployNode:
         self.out_index = joint_index_map(out_names, p.joint_names)  # policy-order values -> output order
         self.stand_up_stiffness = float(meta.get("stand_up_stiffness", 1.0))  # the robot YAML's, via the bundle
         self.safety_cfg = params.safety.resolved(1.0 / self.rate_hz, self.stand_up_stiffness)
-        self.safety = SafetyStateMachine(self.safety_cfg, p.default_pose, p.kp, p.kd,
+        self.safety = SafetyStateMachine(self.safety_cfg, p.rest_targets, p.kp, p.kd,
                                          self.joint_limits, self.torque_limits)
         self.latency = LatencyStats(STAGES)
         self.timer = LoopTimer(1.0 / self.rate_hz)
         self.counters = {"joint_state": 0, "imu": 0, "cmd_vel": 0, "height_map": 0, "rejected": 0, "published": 0,
                          "clamped": 0, "policy_faults": 0, "policy_ticks": 0}
         """``clamped``: commands in which :func:`~ctrl_rl.deploy.safety.clamp_targets` moved a target."""
+        topics = {**({"height_scan": params.height_map_topic} if self.height_map is not None else {}),
+                  **({"object_pose": params.object_pose_topic} if self.arm is not None and self.arm.observes_object
+                     else {})}
         self.inputs = NodeInputs(p.joint_names, self.safety_cfg, self.joint_limits, self.command_ranges, self.arm,
-                                 self.height_map, self.counters)
+                                 self.height_map, self.counters, topics)
         """The latest accepted messages (the subscriptions check and store them) and the operator's hold."""
         self.last_clamp = ""
         self.max_state_age = 0.0
@@ -140,6 +145,10 @@ class DeployNode:
             self.counters["pose_command"] = 0
             transport.subscribe(params.pose_command_topic, m.Float64MultiArray, inputs.on_pose_command,
                                 qos=q.pose_command)
+            if self.arm.observes_object:
+                self.counters["object_pose"] = 0
+                transport.subscribe(params.object_pose_topic, m.PoseStamped, inputs.on_object_pose,
+                                    qos=q.object_pose)
         transport.subscribe(params.estop_topic, m.Bool, inputs.on_estop, qos=q.estop)
         transport.subscribe(params.start_topic, m.Bool, self._on_start, qos=q.start)
         if self.height_map is not None:
@@ -187,7 +196,7 @@ class DeployNode:
         lat = self.latency
         t0 = time.perf_counter_ns()
         now = time.monotonic()
-        joints, imu, cmd, hold, height, malformed = self.inputs.take()
+        joints, imu, cmd, hold, sources, malformed = self.inputs.take()
         pos = vel = grav = gyro = None
         state_age = math.inf
         if joints is not None and imu is not None:
@@ -205,7 +214,7 @@ class DeployNode:
         else:
             fault = find_fault(self.safety_cfg, pos, vel, grav, gyro, state_age, cmd_age, self.joint_limits,
                                need_command=self.safety.mode == Mode.POLICY and self.arm is None) \
-                or self.inputs.height_map_fault(height, now, self.params.height_map_topic)
+                or self.inputs.source_fault(sources, now)
         before = self.safety.mode
         if before in (Mode.STAND_UP, Mode.POLICY) and state_age != math.inf:
             self.max_state_age = max(self.max_state_age, state_age)
@@ -223,7 +232,7 @@ class DeployNode:
         targets = obs = actions = signals = None
         if mode == Mode.POLICY:
             self.counters["policy_ticks"] += 1
-            signals = self.inputs.signals(joints, imu, cmd, height)
+            signals = self.inputs.signals(joints, imu, cmd, sources)
             obs = self.policy.observation(signals)
             t2 = time.perf_counter_ns()
             actions = self.policy.policy(obs)
@@ -255,7 +264,7 @@ class DeployNode:
                 self.recorder.step(obs, actions, now, {**signals, "projected_gravity": grav, "state_age": state_age})
             elif before == Mode.POLICY and self.recorder.active:  # leaving policy mode ends the episode
                 self._end_episode(now, *episode_end(self.safety.fault or self.safety.stop), joints, imu, cmd,
-                                  height)
+                                  sources)
         if mode != before or now - self._last_status >= 0.5:
             self.publish_status()
         return mode
@@ -295,10 +304,10 @@ class DeployNode:
                 **{k: meta[k] for k in ("task", "robot", "config_hash", "control_dt", "action_scale") if k in meta}}
 
     def _end_episode(self, now: float, end: str, terminal: bool, joints: tuple, imu: tuple, cmd: tuple | None,
-                     height: tuple | None) -> None:
+                     sources: dict[str, tuple]) -> None:
         """Close the recorded episode with the observation after its last action, from the latest
         signals (the one the next policy tick would have consumed)."""
-        signals = self.inputs.signals(joints, imu, cmd, height)
+        signals = self.inputs.signals(joints, imu, cmd, sources)
         obs = self.policy.peek_observation(signals)
         grav = projected_gravity({"imu_quat": imu[0]})
         age = now - min(joints[2], imu[2])
@@ -403,8 +412,8 @@ class DeployNode:
 
     def _stop_recording(self) -> None:
         if self.recorder.active:
-            joints, imu, cmd, height = self.inputs.latest()
-            self._end_episode(time.monotonic(), "stopped", False, joints, imu, cmd, height)
+            joints, imu, cmd, sources = self.inputs.latest()
+            self._end_episode(time.monotonic(), "stopped", False, joints, imu, cmd, sources)
         self.recorder.flush()
 
     def _log_latency(self) -> None:

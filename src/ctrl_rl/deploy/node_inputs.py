@@ -34,6 +34,13 @@ Joints = tuple[np.ndarray, np.ndarray, float]
 """Positions, velocities (policy joint order), receive time."""
 Stamped = tuple[np.ndarray, float]
 """A value and its receive time (an IMU reading adds its gyro: quat wxyz, gyro, t)."""
+Sources = dict[str, Stamped]
+"""The latest reading of each external source by signal (``height_scan``, ``object_pose``)."""
+
+
+SOURCE_TIMEOUTS = {"height_scan": ("height map", "height_map_timeout"),
+                   "object_pose": ("object pose", "object_pose_timeout")}
+"""Each external source in words and the ``safety`` parameter that bounds its age."""
 
 
 class MalformedMessage(ValueError):
@@ -50,7 +57,9 @@ class NodeInputs:
 
     def __init__(self, joint_names: list[str], safety_cfg: SafetyConfig, joint_limits: np.ndarray | None,
                  command_ranges: np.ndarray | None, arm: ArmSide | None, height_map: HeightMapSpec | None,
-                 counters: dict[str, int]) -> None:
+                 counters: dict[str, int], topics: dict[str, str] | None = None) -> None:
+        """``topics``: the topic of each external source the bundle needs, by signal (:meth:`source_fault`
+        names it)."""
         self.joint_names = joint_names
         self.safety_cfg = safety_cfg
         self.joint_limits = joint_limits
@@ -66,7 +75,10 @@ class NodeInputs:
         self.joints: Joints | None = None
         self.imu: tuple[np.ndarray, np.ndarray, float] | None = None  # quat wxyz, gyro, t
         self.cmd: Stamped | None = None  # a velocity command, or an arm's pose target
-        self.height: Stamped | None = None  # scan signal (clearance - offset), t
+        self.sources: Sources = {}
+        """External sources by signal: ``height_scan`` (clearance - offset, t), ``object_pose`` (pose, t)."""
+        self.topics = dict(topics or {})
+        """The sources the bundle needs (signal -> topic): none yet, or a stale one, is a fault."""
         self.malformed: str | None = None
         """The last rejection since the loop's last :meth:`take` (its next tick's fault)."""
         self.hold: str | None = None
@@ -75,19 +87,19 @@ class NodeInputs:
         self._prev_pos: Stamped | None = None  # for velocity estimates
 
     # -- what the loop reads ----------------------------------------------------------------------
-    def take(self) -> tuple[Joints | None, tuple | None, Stamped | None, str | None, Stamped | None, str | None]:
-        """One tick's view: (joints, base state, command, hold, height map, the rejection since the
+    def take(self) -> tuple[Joints | None, tuple | None, Stamped | None, str | None, Sources, str | None]:
+        """One tick's view: (joints, base state, command, hold, external sources, the rejection since the
         last take); the base state is the IMU's reading, or an arm's :data:`FIXED_BASE`."""
         with self.lock:
-            joints, imu, cmd, hold, height = self.joints, self.imu, self.cmd, self.hold, self.height
+            joints, imu, cmd, hold, sources = self.joints, self.imu, self.cmd, self.hold, dict(self.sources)
             malformed, self.malformed = self.malformed, None
-        return joints, self.base_state(joints, imu), cmd, hold, height, malformed
+        return joints, self.base_state(joints, imu), cmd, hold, sources, malformed
 
-    def latest(self) -> tuple[Joints | None, tuple | None, Stamped | None, Stamped | None]:
-        """(joints, base state, command, height map) as :meth:`take` sees them, a pending rejection kept."""
+    def latest(self) -> tuple[Joints | None, tuple | None, Stamped | None, Sources]:
+        """(joints, base state, command, external sources) as :meth:`take` sees them, a pending rejection kept."""
         with self.lock:
-            joints, imu, cmd, height = self.joints, self.imu, self.cmd, self.height
-        return joints, self.base_state(joints, imu), cmd, height
+            joints, imu, cmd, sources = self.joints, self.imu, self.cmd, dict(self.sources)
+        return joints, self.base_state(joints, imu), cmd, sources
 
     def base_state(self, joints: Joints | None, imu: tuple | None) -> tuple | None:
         """The IMU's reading; for an arm (none) :data:`FIXED_BASE`, as fresh as its joint state."""
@@ -95,28 +107,30 @@ class NodeInputs:
             return imu
         return (*FIXED_BASE, joints[2])
 
-    def signals(self, joints: Joints, imu: tuple, cmd: Stamped | None,
-                height: Stamped | None) -> dict[str, np.ndarray]:
+    def signals(self, joints: Joints, imu: tuple, cmd: Stamped | None, sources: Sources) -> dict[str, np.ndarray]:
         """The robot signals of the observation terms (policy joint order): the operator's command (a velocity;
-        an arm's pose target, the default pose's until one arrives), the height map's scan too."""
+        an arm's pose target, the default pose's until one arrives, and its end effector's position), the external
+        sources' readings too."""
         signals = {"imu_quat": imu[0], "imu_gyro": imu[1], "joint_pos": joints[0], "joint_vel": joints[1]}
         if self.arm is None:
             signals["command"] = cmd[0] if cmd is not None else np.zeros(3)
         else:
             signals["pose_command"] = cmd[0] if cmd is not None else self.arm.default_target
-        if height is not None:
-            signals["height_scan"] = height[0]
+            signals["ee_pos"] = self.arm.ee_position(joints[0])
+        signals.update({name: value for name, (value, _) in sources.items()})
         return signals
 
-    def height_map_fault(self, height: Stamped | None, now: float, topic: str) -> str | None:
-        """Why the height map cannot feed the policy (none yet on ``topic``, or stale); None: it can."""
-        if self.height_map is None:
-            return None
-        if height is None:
-            return f"no height map received yet on {topic!r}"
-        age, limit = now - height[1], self.safety_cfg.height_map_timeout
-        return f"height map is stale: {age * 1e3:.0f} ms old (> height_map_timeout {limit * 1e3:.0f} ms)" \
-            if age > limit else None
+    def source_fault(self, sources: Sources, now: float) -> str | None:
+        """Why an external source the bundle needs cannot feed the policy (none yet on its topic, or stale);
+        None: every one can."""
+        for name, topic in self.topics.items():
+            what, limit = SOURCE_TIMEOUTS[name]
+            if name not in sources:
+                return f"no {what} received yet on {topic!r}"
+            age, timeout = now - sources[name][1], getattr(self.safety_cfg, limit)
+            if age > timeout:
+                return f"{what} is stale: {age * 1e3:.0f} ms old (> {limit} {timeout * 1e3:.0f} ms)"
+        return None
 
     # -- the operator's hold ----------------------------------------------------------------------
     def set_hold(self, reason: str | None) -> None:
@@ -246,8 +260,19 @@ class NodeInputs:
             self.reject(f"height map refused: {e}")
             return
         with self.lock:
-            self.height = (scan, time.monotonic())
+            self.sources["height_scan"] = (scan, time.monotonic())
             self.counters["height_map"] += 1
+
+    def on_object_pose(self, msg: m.PoseStamped) -> None:
+        try:
+            pose = self.arm.parse_object(msg)
+            t = self.receive_time(msg.stamp, "object pose")
+        except (ValueError, MalformedMessage) as e:
+            self.reject(f"object pose refused: {e}")
+            return
+        with self.lock:
+            self.sources["object_pose"] = (pose, t)
+            self.counters["object_pose"] += 1
 
     def on_estop(self, msg: m.Bool) -> None:
         if msg.data:

@@ -68,6 +68,8 @@ class QosParams:
     """Sensor data like the robot state: a late map is worse than the next one."""
     pose_command: TopicQos = field(default_factory=_reliable)
     """An arm's end-effector target: an operator input, like ``cmd_vel``."""
+    object_pose: TopicQos = field(default_factory=_sensor)
+    """Sensor data like the robot state: a late object pose is worse than the next one."""
 
 
 
@@ -95,6 +97,12 @@ class NodeParams:
     (m, the arm's base frame), the position clipped into the task's target box; until one arrives the
     target is the end effector's pose at the default pose (docs/deploy.md, "Arms"). Legged bundles: unused.
     An arm bundle subscribes to neither ``imu_topic`` nor ``cmd_vel_topic``."""
+    object_pose_topic: str = "object_pose"
+    """``geometry_msgs/PoseStamped`` of the manipulated object (motion capture, a fiducial tracker,
+    perception), subscribed only for an arm bundle whose policy observes ``object_pose`` or ``object_to_ee``:
+    ``header.frame_id`` must be the bundle's object frame (the arm's base body, e.g. ``base_link``), the
+    position inside the workspace box. "" = this robot has no object pose source (such a bundle is then
+    refused). docs/deploy.md, "Arms"."""
     estop_topic: str = "estop"
     """``std_msgs/Bool``: true -> damping, latched."""
     start_topic: str = "ctrl_rl/start"
@@ -142,7 +150,7 @@ class NodeParams:
         if isinstance(self.qos, dict):
             self.qos = from_flat(QosParams, self.qos, "qos.")
         for name, tp in (("bundle", str), ("rate_hz", float), ("command_format", str), ("passive_output", str),
-                         ("height_map_topic", str), ("unitree_family", str),
+                         ("height_map_topic", str), ("object_pose_topic", str), ("unitree_family", str),
                          ("command_joint_names", list[str]), ("realtime_priority", int), ("record_dir", str)):
             setattr(self, name, check_value(name, getattr(self, name), tp))
         if self.command_format not in COMMAND_FORMATS:
@@ -171,8 +179,10 @@ class NodeParams:
 
     def sources(self) -> tuple[str, ...]:
         """The external signals this robot provides (``RobotPolicy(sources=...)``): ``height_scan``
-        when a height-map topic is configured."""
-        return ("height_scan",) if self.height_map_topic else ()
+        when a height-map topic is configured, ``object_pose`` (and the term ``object_to_ee`` it feeds) when an
+        object pose topic is."""
+        return (("height_scan",) if self.height_map_topic else ()) + \
+            (("object_pose", "object_to_ee") if self.object_pose_topic else ())
 
     def flat(self) -> dict[str, Any]:
         """ROS-style flat parameters (``safety.state_timeout``), for declaring them on a node."""

@@ -68,8 +68,8 @@ class RobotPolicy:
             if t.name in EXTERNAL_TERMS and t.name not in sources:
                 raise ValueError(f"the bundle's policy observes {t.name!r}, which needs {EXTERNAL_TERMS[t.name]}; "
                                  f"this robot has none configured. Provide the source (the deploy node: "
-                                 f"height_map_topic, docs/deploy.md) or train a policy without it (for terrain: "
-                                 f"task.kwargs.actor_height_scan=false, the default)")
+                                 f"height_map_topic, object_pose_topic; docs/deploy.md) or train a policy without "
+                                 f"it (for terrain: task.kwargs.actor_height_scan=false, the default)")
             if t.name not in ROBOT_TERMS and t.name not in EXTERNAL_TERMS:
                 raise ValueError(f"the bundle's policy observes {t.name!r}, a simulator-only (privileged) term no "
                                  f"robot measures; robot terms: {list(ROBOT_TERMS)}")
@@ -99,7 +99,10 @@ class RobotPolicy:
         if unknown or len(set(acting)) != len(acting) or not acting:
             raise ValueError(f"bundle metadata: action_joints must be distinct names from joint_names, got {acting}")
         self.action_index = np.array([self.joint_names.index(j) for j in acting])
-        """Positions in ``joint_names`` of the policy's outputs; the other joints hold ``default_pose``."""
+        """Positions in ``joint_names`` of the policy's outputs; the other joints hold :attr:`rest_targets`."""
+        self.rest_targets = np.asarray(meta.get("rest_targets", meta["default_pose"]), dtype=np.float64)
+        """The targets at zero action (bundles before it: the default pose): what the joints the policy does not
+        move hold (an insert arm's gripper, closed on its peg) and where stand-up goes."""
         if self.policy.action_dim is not None and self.policy.action_dim != len(acting):
             raise ValueError(f"bundle: the network outputs {self.policy.action_dim} actions for {len(acting)} acting "
                              "joints (action_joints, or joint_names); re-export it with `ctrl-rl export <run>`")
@@ -143,6 +146,11 @@ class RobotPolicy:
                                  f"got {value.tolist()}")
         if self.default_pose.shape != (n,):
             raise ValueError(f"{where}: default_pose has {self.default_pose.size} values for {n} joints")
+        rest = self.rest_targets
+        if rest.shape != (n,) or not np.all(np.isfinite(rest)) or \
+                not np.array_equal(rest[self.action_index], self.default_pose[self.action_index]):
+            raise ValueError(f"{where}: rest_targets must be {n} finite values equal to default_pose on the acting "
+                             f"joints, got {rest.tolist()}")
         if not (self.control_dt > 0 and np.isfinite(self.control_dt)):
             raise ValueError(f"{where}: control_dt must be > 0 and finite")
         limits = meta.get("joint_limits")
@@ -232,4 +240,4 @@ class RobotPolicy:
         self.action_before, self.last_action = self.last_action, actions
         offsets = np.zeros(len(self.joint_names))
         offsets[self.action_index] = actions
-        return self.default_pose + self.action_scale * offsets
+        return self.rest_targets + self.action_scale * offsets

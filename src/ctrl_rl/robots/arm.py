@@ -209,6 +209,22 @@ def rest_qpos(model: mujoco.MjModel, arm: ArmRobot) -> np.ndarray:
     return qpos
 
 
+def settled_qpos(model: mujoco.MjModel, arm: ArmRobot, qpos: np.ndarray, targets: np.ndarray,
+                 seconds: float) -> np.ndarray:
+    """``qpos`` with the arm's joints (actuated and passive) where its PD actuators hold them after ``seconds``
+    with ``targets`` from ``qpos`` at rest: where a real arm stands once its controller holds those targets (a
+    soft arm sags under gravity). The other coordinates (a scene's objects) keep their ``qpos`` values."""
+    data = mujoco.MjData(model)
+    data.qpos[:] = qpos
+    data.ctrl[:] = targets
+    for _ in range(max(0, round(seconds / model.opt.timestep))):
+        mujoco.mj_step(model, data)
+    out = np.array(qpos, dtype=np.float64)
+    idx = arm_indices(model, (*arm.joint_names, *arm.passive_pose))[0]
+    out[idx] = data.qpos[idx]
+    return out
+
+
 def default_ee_pose(model: mujoco.MjModel, layout: SensorLayout, arm: ArmRobot) -> tuple[np.ndarray, np.ndarray]:
     """The end effector's position and quaternion (w, x, y, z) in the base frame at the default pose."""
     data = mujoco.MjData(model)

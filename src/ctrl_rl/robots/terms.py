@@ -193,17 +193,20 @@ on the joints the policy moves; ``feet``: its
 foot geoms paired by position; ``scan``: the scan points paired by position). ``ctrl_rl.mirror``."""
 
 ROBOT_SIGNALS = ("imu_quat", "imu_gyro", "joint_pos", "joint_vel", "command", "last_action", "default_pose",
-                 "gait_phase", "pose_command")
+                 "gait_phase", "pose_command", "ee_pos")
 """Signals a deploy node can provide; a policy's terms must use only these. ``gait_phase`` is the
 controller's own clock: control steps since the episode (policy mode) began, over the bundle's
 ``gait_period``, modulo 1. ``pose_command``: an arm's end-effector target ``[x, y, z, qw, qx, qy, qz]``
-in its base frame."""
+in its base frame. ``ee_pos``: an arm's end-effector position in its base frame, by forward kinematics of
+``joint_pos`` (the bundle's ``kinematic_chain``)."""
 
 ROBOT_TERMS = ("base_ang_vel", "projected_gravity", "velocity_commands", "joint_pos_rel", "joint_vel", "last_action",
                "gait_clock", "pose_command")
 """Terms computed from :data:`ROBOT_SIGNALS` alone: what a bundle's actor may observe on any robot."""
 
-EXTERNAL_TERMS = {"height_scan": "a height-map source (terrain perception)"}
+EXTERNAL_TERMS = {"height_scan": "a height-map source (terrain perception)",
+                  "object_pose": "an object pose source (motion capture or perception)",
+                  "object_to_ee": "an object pose source (motion capture or perception)"}
 """Terms a robot can observe only from an extra source, by term: what provides it. A deploy
 node refuses a bundle whose actor needs one unless that source is configured."""
 

@@ -28,6 +28,7 @@ from ..messages import (
     Float64MultiArray,
     Imu,
     JointState,
+    PoseStamped,
     String,
     Twist,
     type_name,
@@ -54,6 +55,7 @@ try:
     from diagnostic_msgs.msg import DiagnosticArray as RosDiagnosticArray
     from diagnostic_msgs.msg import DiagnosticStatus as RosDiagnosticStatus
     from diagnostic_msgs.msg import KeyValue
+    from geometry_msgs.msg import PoseStamped as RosPoseStamped
     from geometry_msgs.msg import Twist as RosTwist
     from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
     from rclpy.context import Context
@@ -149,6 +151,22 @@ def _twist_from_ros(r: RosTwist) -> Twist:
     return Twist(np.array((lin.x, lin.y, lin.z)), np.array((ang.x, ang.y, ang.z)))
 
 
+def _pose_to_ros(m: PoseStamped) -> RosPoseStamped:
+    r = RosPoseStamped()
+    r.header.stamp = _time(m.stamp)
+    r.header.frame_id = m.frame_id
+    p, q = r.pose.position, r.pose.orientation
+    p.x, p.y, p.z = _arr(m.position)
+    q.w, q.x, q.y, q.z = _arr(m.orientation)  # neutral w, x, y, z; the ROS fields are named
+    return r
+
+
+def _pose_from_ros(r: RosPoseStamped) -> PoseStamped:
+    p, q = r.pose.position, r.pose.orientation
+    return PoseStamped(stamp_seconds(r.header.stamp), np.array((p.x, p.y, p.z)), np.array((q.w, q.x, q.y, q.z)),
+                       r.header.frame_id)
+
+
 def _f64ma_to_ros(m: Float64MultiArray) -> RosFloat64MultiArray:
     r = RosFloat64MultiArray()
     r.data = _arr(m.data)
@@ -184,6 +202,7 @@ CONVERTERS: dict[type, tuple[type, Callable[[Any], Any], Callable[[Any], Any]]] 
     JointState: (RosJointState, _js_to_ros, _js_from_ros),
     Imu: (RosImu, _imu_to_ros, _imu_from_ros),
     Twist: (RosTwist, _twist_to_ros, _twist_from_ros),
+    PoseStamped: (RosPoseStamped, _pose_to_ros, _pose_from_ros),
     Float64MultiArray: (RosFloat64MultiArray, _f64ma_to_ros, _f64ma_from_ros),
     Bool: (RosBool, lambda m: RosBool(data=bool(m.data)), lambda r: Bool(r.data)),
     String: (RosString, lambda m: RosString(data=m.data), lambda r: String(r.data)),

@@ -94,7 +94,14 @@ class ObjectTaskConfig(ArmTaskConfig):
     episode_length_s: float = 5.0
     """Episode time limit (s, truncation): time for the scripted expert's approach, grasp or alignment, and hold."""
     init_joint_noise: float = 0.1
-    """Reset arm joints: default pose + uniform noise of this half-width (rad), inside the joint range."""
+    """Reset arm joints: the start pose (``settle_s``) + uniform noise of this half-width (rad), inside the joint
+    range."""
+    settle_s: float = 1.0
+    """Episodes start where the arm's own PD holds the rest targets: the default pose, then this long (s) under the
+    PD at rest (as a real arm stands once the deploy node's stand-up has brought it there); 0: from the default
+    pose itself (mjlab's and Isaac Lab's reset). The YAM's soft gains leave its grasp site 7.6 cm lower: an insert
+    policy trained from the default pose scored 0.70 in ``ctrl-rl eval`` and 0.29 in sim2sim, where it starts
+    settled (docs/manipulation.md, section 8)."""
     object_friction: Range = (0.6, 1.2)
     """The object's sliding friction coefficient, per world (MuJoCo combines it with a finger's or a wall's by
     the maximum)."""
@@ -103,6 +110,9 @@ class ObjectTaskConfig(ArmTaskConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.settle_s < 0:
+            raise ValueError(f"task.kwargs.settle_s must be >= 0 (s; 0: start from the default pose), got "
+                             f"{self.settle_s}")
         if self.object_mass[0] <= 0 or self.object_friction[0] <= 0:
             raise ValueError(f"task.kwargs.object_mass and object_friction must be > 0, got {list(self.object_mass)}, "
                              f"{list(self.object_friction)}")

@@ -19,33 +19,17 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, NamedTuple
 
 import mujoco
+import numpy as np
 import torch
 
 from ctrl_rl.env import SimulationError
-from ctrl_rl.robots.arm import ArmRobot, arm_indices, build_arm_model, load_arm, rest_qpos
+from ctrl_rl.robots.arm import ArmRobot, arm_indices, build_arm_model, load_arm, rest_qpos, settled_qpos
 from ctrl_rl.robots.robot import SensorLayout
 from ctrl_rl.robots.terms import ObsTerm, compute_obs
 from ctrl_rl.tasks.rewards import weighted_sum
 
 from .arm_config import ArmTaskConfig
 from .rewards import held_steps
-
-
-def add_pose_sensors(spec: mujoco.MjSpec, prefix: str, objtype: mujoco.mjtObj, objname: str, frame: str) -> None:
-    """Two sensors, ``<prefix>_pos`` and ``<prefix>_quat``: the pose of ``objname`` (a body's frame or a site)
-    in body ``frame``'s frame."""
-    S, O = mujoco.mjtSensor, mujoco.mjtObj  # noqa: E741 - short names keep the lines readable
-    for name, kind in ((f"{prefix}_pos", S.mjSENS_FRAMEPOS), (f"{prefix}_quat", S.mjSENS_FRAMEQUAT)):
-        spec.add_sensor(name=name, type=kind, objtype=objtype, objname=objname, reftype=O.mjOBJ_XBODY, refname=frame)
-
-
-def extend_keyframes(spec: mujoco.MjSpec, qpos: Sequence[float], nv: int) -> None:
-    """Keyframes keep their arm poses; the coordinates a scene adds (``qpos``, ``nv`` velocities) are appended."""
-    for key in spec.keys:
-        if len(key.qpos):
-            key.qpos = [*key.qpos, *qpos]
-        if len(key.qvel):
-            key.qvel = [*key.qvel, *[0.0] * nv]
 
 
 def check_object(task: str, what: str, pos: torch.Tensor, lowest: float) -> None:
@@ -93,6 +77,8 @@ class ArmTask:
         self.step_dt = float(model.opt.timestep) * self.decimation
         self.max_episode_length = int(math.ceil(cfg.episode_length_s / self.step_dt))
         self.rest_qpos = self.tensor(rest_qpos(model, arm))
+        self._model = model
+        self._start_qpos: torch.Tensor | None = None
         self.arm_qadr = torch.as_tensor(arm_indices(model, arm.arm_joints)[0], device=device)
         self.default_pose = self.tensor(arm.default_pose)
         self.rest_targets = self.default_pose.clone()
@@ -191,12 +177,24 @@ class ArmTask:
 
     def sample_initial_state(self, physics: Any, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """The default pose, each arm joint offset by up to ``init_joint_noise`` inside its range, at rest."""
-        qpos = self.rest_qpos.expand(self.num_envs, -1).clone()
+        qpos = self.start_qpos().expand(self.num_envs, -1).clone()
         n_arm = len(self.arm.arm_joints)
         noise = torch.rand(self.num_envs, n_arm, generator=gen, device=self.device) * 2 - 1
         start = qpos[:, self.arm_qadr] + self.cfg.init_joint_noise * noise
         qpos[:, self.arm_qadr] = torch.minimum(torch.maximum(start, self.arm_limits[0]), self.arm_limits[1])
         return qpos, torch.zeros(self.num_envs, physics.model.nv, device=self.device)
+
+    def start_qpos(self) -> torch.Tensor:
+        """``qpos`` an episode starts from before its joint noise: the default pose, settled for
+        ``task.kwargs.settle_s`` under the arm's PD with the rest targets (``ctrl_rl.robots.arm.settled_qpos``;
+        computed once, on the first reset, after a subclass has set its rest targets)."""
+        if self._start_qpos is None:
+            seconds = float(getattr(self.cfg, "settle_s", 0.0))
+            qpos = self.rest_qpos.cpu().double().numpy()
+            if seconds > 0:
+                qpos = settled_qpos(self._model, self.arm, qpos, self.rest_targets.cpu().double().numpy(), seconds)
+            self._start_qpos = self.tensor(qpos)
+        return self._start_qpos
 
     def reset_rows(self, rows: torch.Tensor, gen: torch.Generator) -> None:
         """No last action and no held steps for ``rows``."""
@@ -274,6 +272,9 @@ class ArmTask:
             "obs_terms": [t.to_dict() for t in self.obs_terms["policy"]],
             "joint_names": list(arm.joint_names),
             "default_pose": list(arm.default_pose),
+            "rest_targets": [*arm.default_pose[:self.action_dim],  # float64, inside the limits the node clamps to
+                             *np.clip(self.rest_targets[self.action_dim:].cpu().double().numpy(),
+                                      *self.joint_limits[self.action_dim:].T).tolist()],
             "action_scale": list(arm.action_scales),
             "action_joints": list(arm.joint_names[:self.action_dim]),
             "action_clip": self.cfg.clip_actions,

@@ -11,17 +11,17 @@ past a fraction of its depth, centred on its axis). Two differences, said here a
 * **The start** is the arm's default pose with random joint offsets (as lift's), not Factory's end effector
   placed above the socket by inverse kinematics: the policy also brings the peg over the hole.
 
-The peg and the socket are added to the arm's model by an MJCF edit (:func:`add_peg_and_socket`): the peg a box
-with a site at its tip; the socket four box walls around a hole ``clearance`` wider than the peg on each side,
-on three joints (x, y, yaw) that a reset writes and that hold still under the peg (a large armature, damping and
-dry friction: it moves by micrometres in an episode of the expert's pushing; a reset moves it through
-``write_rows`` like every other coordinate). Its walls do not touch the table (an ``exclude`` pair); the peg
-touches the table and the walls (and the fingers, where they reach it). The policy moves the six arm joints (the
-gripper holds its rest target) and observes joint positions and velocities, the socket's pose and its position
-relative to the end effector (with ``socket_obs_noise``) and the last action. Rewards are the terms of
-``rewards.py: insert_terms``; success is the named metric ``success_rate`` (:class:`~.insert_config.InsertConfig`'s
-docstring states the rule), which ``ctrl-rl eval`` prints. A peg tip below the table or a non-finite one is a
-``SimulationError``.
+The peg and the socket are added to the arm's model by an MJCF edit (``ctrl_rl.robots.arm_scenes``:
+``add_peg_and_socket``, torch-free, so sim2sim rebuilds it from the bundle): the peg a box with a site at its tip;
+the socket four box walls around a hole ``clearance`` wider than the peg on each side, on three joints (x, y, yaw)
+that a reset writes and that hold still under the peg (a large armature, damping and dry friction: it moves by
+micrometres in an episode of the expert's pushing; a reset moves it through ``write_rows`` like every other
+coordinate). Its walls do not touch the table (an ``exclude`` pair); the peg touches the table and the walls (and
+the fingers, where they reach it). The policy moves the six arm joints (the gripper holds its rest target) and
+observes joint positions and velocities, the socket's pose and its position relative to the end effector (with
+``socket_obs_noise``) and the last action. Rewards are the terms of ``rewards.py: insert_terms``; success is the
+named metric ``success_rate`` (:class:`~.insert_config.InsertConfig`'s docstring states the rule), which ``ctrl-rl
+eval`` prints. A peg tip below the table or a non-finite one is a ``SimulationError``.
 """
 
 from __future__ import annotations
@@ -30,62 +30,19 @@ from collections.abc import Callable
 from typing import Any
 
 import mujoco
-import numpy as np
 import torch
 
 from ctrl_rl.robots.arm import load_arm
+from ctrl_rl.robots.arm_scenes import PEG, PEG_SOCKET_KEYS, SOCKET, add_peg_and_socket, inserted, peg_in_hole
 from ctrl_rl.robots.terms import ObsTerm, quat_angle, quat_mul
 from ctrl_rl.tasks import register_task
 
-from .arm_task import ArmLayout, ArmTask, add_pose_sensors, check_object, extend_keyframes
+from .arm_task import ArmLayout, ArmTask, check_object
 from .insert_config import InsertConfig
-from .rewards import insert_terms, inserted, peg_in_hole
+from .rewards import insert_terms
 
-PEG, SOCKET = "peg", "socket"
-"""The peg's body (geom ``peg_geom``, tip site ``peg_tip``) and the socket's body (joints ``socket_x``,
-``socket_y``, ``socket_yaw``; walls ``socket_wall<k>``; sensors ``socket_pos``, ``socket_quat``)."""
-SOCKET_HOLD = {"armature": 10.0, "damping": 100.0, "frictionloss": 500.0}
-"""The socket's joints: 10 kg (kg m^2) of armature, damping and 500 N (N m) of dry friction, more than the arm
-can push with, so the socket stays where its reset put it."""
 DOWN = (0.0, 0.0, 1.0, 0.0)
 """A half turn about y (w, x, y, z): the end effector's approach axis straight down, its fingers along y."""
-
-
-def site_pose(spec: mujoco.MjSpec, site: str) -> tuple[np.ndarray, np.ndarray]:
-    """The site's position and quaternion in its body's frame (compiled: every way an MJCF gives them)."""
-    model = spec.compile()
-    i = model.site(site).id
-    return model.site_pos[i].copy(), model.site_quat[i].copy()
-
-
-def add_peg_and_socket(spec: mujoco.MjSpec, cfg: InsertConfig, frame: str, ee_site: str) -> None:
-    """The peg, fixed to the body of ``ee_site`` along the site's z axis (its tip ``cfg.peg_tip`` beyond the
-    site), and the socket at the middle of its ranges on its three joints; sensors ``peg_tip_pos`` and
-    ``socket_pos`` / ``socket_quat`` in body ``frame``'s frame."""
-    pos, quat = site_pose(spec, ee_site)
-    centre = np.zeros(3)
-    mujoco.mju_rotVecQuat(centre, np.array([0.0, 0.0, cfg.peg_tip - cfg.peg_length / 2]), quat)
-    w, half = cfg.peg_half_width, cfg.peg_length / 2
-    peg = spec.site(ee_site).parent.add_body(name=PEG, pos=pos + centre, quat=quat)
-    peg.add_geom(name=f"{PEG}_geom", type=mujoco.mjtGeom.mjGEOM_BOX, size=[w, w, half], mass=sum(cfg.object_mass) / 2,
-                 friction=[1.0, 5e-3, 5e-4], priority=1, rgba=[0.9, 0.6, 0.1, 1.0])
-    peg.add_site(name=f"{PEG}_tip", pos=[0.0, 0.0, half])
-    home = [sum(cfg.socket_x) / 2, sum(cfg.socket_y) / 2, 0.0]
-    socket = spec.worldbody.add_body(name=SOCKET, pos=home)
-    slide, hinge = mujoco.mjtJoint.mjJNT_SLIDE, mujoco.mjtJoint.mjJNT_HINGE
-    for name, kind, axis in (("x", slide, [1, 0, 0]), ("y", slide, [0, 1, 0]), ("yaw", hinge, [0, 0, 1])):
-        socket.add_joint(name=f"{SOCKET}_{name}", type=kind, axis=axis, **SOCKET_HOLD)
-    h, t, d = cfg.hole_half_width, cfg.wall_thickness, cfg.hole_depth
-    walls = [((s * (h + t / 2), 0.0), (t / 2, h + t)) for s in (1, -1)] + \
-            [((0.0, s * (h + t / 2)), (h, t / 2)) for s in (1, -1)]
-    for k, ((x, y), (sx, sy)) in enumerate(walls):
-        socket.add_geom(name=f"{SOCKET}_wall{k}", type=mujoco.mjtGeom.mjGEOM_BOX, pos=[x, y, d / 2],
-                        size=[sx, sy, d / 2], rgba=[0.3, 0.3, 0.35, 1.0])
-    spec.add_exclude(bodyname1="world", bodyname2=SOCKET)  # the walls stand on the table without contacts
-    add_pose_sensors(spec, SOCKET, mujoco.mjtObj.mjOBJ_XBODY, SOCKET, frame)
-    spec.add_sensor(name="peg_tip_pos", type=mujoco.mjtSensor.mjSENS_FRAMEPOS, objtype=mujoco.mjtObj.mjOBJ_SITE,
-                    objname=f"{PEG}_tip", reftype=mujoco.mjtObj.mjOBJ_XBODY, refname=frame)
-    extend_keyframes(spec, (0.0, 0.0, 0.0), 3)  # the socket at home
 
 
 class InsertTask(ArmTask):
@@ -163,11 +120,17 @@ class InsertTask(ArmTask):
         check_object("insert", "peg's tip", self.tip_pos, -self.cfg.peg_half_width)
 
     def deploy_metadata(self) -> dict[str, Any]:
-        """The arm's bundle entries (``ArmTask``) and what the peg and the socket are."""
+        """The arm's bundle entries (``ArmTask``), what the peg and the socket are and how an episode is drawn and
+        judged (``object``: what sim2sim rebuilds the scene and its verdict from), and the end effector's
+        workspace: over the socket's range, up to the default pose's height (the node's box, ``arm_node.py``)."""
         c = self.cfg
-        return {**super().deploy_metadata(), "object": {
-            "frame": self.arm.base_body, "peg_half_width": c.peg_half_width, "peg_tip": c.peg_tip,
-            "clearance": c.clearance, "hole_depth": c.hole_depth}}
+        rule = {"success_depth": c.success_depth, "success_margin": c.success_margin,
+                "success_hold_steps": c.success_hold_steps, "episode_length_s": c.episode_length_s,
+                "socket_yaw": list(c.socket_yaw), "object_friction": list(c.object_friction)}
+        geometry = {k: (list(v) if isinstance(v, tuple) else v) for k in PEG_SOCKET_KEYS for v in [getattr(c, k)]}
+        workspace = [list(c.socket_x), list(c.socket_y), [c.peg_tip - c.hole_depth, c.peg_tip]]
+        return {**super().deploy_metadata(), "workspace": workspace,
+                "object": {"kind": "peg_socket", "frame": self.arm.base_body, **geometry, **rule}}
 
 
 register_task("insert", config=InsertConfig, task=InsertTask)

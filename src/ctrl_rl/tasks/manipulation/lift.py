@@ -20,10 +20,11 @@ import mujoco
 import torch
 
 from ctrl_rl.robots.arm import load_arm
+from ctrl_rl.robots.arm_scenes import add_pose_sensors, extend_keyframes
 from ctrl_rl.robots.terms import ObsTerm
 from ctrl_rl.tasks import register_task
 
-from .arm_task import ArmLayout, ArmTask, add_pose_sensors, check_object, extend_keyframes
+from .arm_task import ArmLayout, ArmTask, check_object
 from .lift_config import LiftConfig
 from .rewards import lift_terms
 

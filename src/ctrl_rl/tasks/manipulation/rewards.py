@@ -81,20 +81,6 @@ INSERT_TERMS = ("keypoint", "keypoint_fine", "align", "orientation", "insert", "
 """The insert task's reward terms, in the order :func:`insert_terms` returns them."""
 
 
-def peg_in_hole(tip: torch.Tensor, socket: torch.Tensor, hole_depth: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """The peg tip's ``lateral`` distance from the hole's (vertical) axis and its ``depth`` below the hole's top
-    (m, negative above it), from the tip's position and the socket's base centre (``[N, 3]`` each, one frame with
-    z up; the socket stands on the table, its top ``hole_depth`` above its base)."""
-    lateral = (tip[:, :2] - socket[:, :2]).norm(dim=-1)
-    return lateral, socket[:, 2] + hole_depth - tip[:, 2]
-
-
-def inserted(lateral: torch.Tensor, depth: torch.Tensor, min_depth: float, max_lateral: float) -> torch.Tensor:
-    """Insert's success condition on one step: the tip at least ``min_depth`` down the hole and within
-    ``max_lateral`` of its axis, ``[N]`` bool."""
-    return (depth >= min_depth) & (lateral <= max_lateral)
-
-
 def insert_terms(distance: torch.Tensor, lateral: torch.Tensor, depth: torch.Tensor, angle: torch.Tensor,
                  action: torch.Tensor, last_action: torch.Tensor, hole_half_width: float, goal_depth: float,
                  keypoint_std: float, keypoint_fine_std: float, align_std: float,

@@ -1,0 +1,110 @@
+"""An arm bundle that observes an object (insert, i2rt's YAM) on the deploy node: what the bundle carries, the
+object pose's checks, the node's observation against training's, and sim2sim episodes over the node."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from bundles import ROS_PY, insert_bundle, run_sim2sim
+
+from ctrl_rl.deploy import messages as m
+from ctrl_rl.deploy.arm_node import ArmSide
+from ctrl_rl.deploy.robot_policy import RobotPolicy
+from ctrl_rl.deploy.runtime import OnnxPolicy
+from ctrl_rl.robots.arm_scenes import PEG_SOCKET_KEYS
+
+SOURCES = ("object_pose", "object_to_ee")
+
+
+@pytest.fixture(scope="module")
+def short_insert_bundle(tmp_path_factory) -> Path:
+    """The insert task on the YAM after 1 iteration of 8 envs x 8 steps, exported; 2 s episodes (sim2sim runs
+    them: three in 9 s)."""
+    return Path(insert_bundle(tmp_path_factory.mktemp("insert_run"), episode_s=2.0))
+
+
+def side(meta: dict) -> ArmSide:
+    return ArmSide(meta, list(meta["joint_names"]), np.asarray(meta["default_pose"]), 0.2)
+
+
+def test_an_insert_bundle_carries_its_scene_its_rule_and_its_rest_targets(short_insert_bundle):
+    meta = OnnxPolicy(short_insert_bundle).metadata
+    obj = meta["object"]
+    assert obj["kind"] == "peg_socket" and obj["frame"] == meta["arm_config"]["base_body"]
+    assert set(PEG_SOCKET_KEYS) <= set(obj) and obj["episode_length_s"] == 2.0 and obj["success_hold_steps"] == 10
+    assert np.asarray(meta["workspace"]).shape == (3, 2)
+    # the gripper (not moved by the policy) holds its closed limit, as in training; the arm joints their default
+    n_arm = len(meta["action_joints"])
+    assert meta["rest_targets"][:n_arm] == meta["default_pose"][:n_arm]
+    assert meta["rest_targets"][n_arm:] == pytest.approx([meta["joint_limits"][n_arm][0]], abs=1e-6)
+    assert RobotPolicy(short_insert_bundle, SOURCES).targets(np.zeros(n_arm))[n_arm:] == pytest.approx(
+        meta["rest_targets"][n_arm:])
+
+
+def test_a_robot_without_an_object_pose_source_is_refused(short_insert_bundle):
+    with pytest.raises(ValueError, match=r"observes 'object_pose', which needs an object pose source .* "
+                                         r"object_pose_topic"):
+        RobotPolicy(short_insert_bundle, ())
+
+
+def test_object_poses_are_checked_by_frame_finiteness_quaternion_and_workspace(short_insert_bundle):
+    meta = OnnxPolicy(short_insert_bundle).metadata
+    arm = side(meta)
+    frame = meta["object"]["frame"]
+    pose = arm.parse_object(m.PoseStamped(0.0, np.array([0.28, 0.05, 0.0]), np.array([1.02, 0.0, 0.0, 0.0]), frame))
+    assert pose.tolist() == [0.28, 0.05, 0.0, 1.0, 0.0, 0.0, 0.0]  # the quaternion normalized
+    for msg, why in ((m.PoseStamped(0.0, np.array([0.28, 0.0, 0.0]), np.array([1.0, 0, 0, 0]), "world"),
+                      r"in frame 'world'; the policy was trained on poses in 'arm'"),
+                     (m.PoseStamped(0.0, np.array([np.nan, 0.0, 0.0]), np.array([1.0, 0, 0, 0]), frame), "finite"),
+                     (m.PoseStamped(0.0, np.array([0.28, 0.0, 0.0]), np.array([1.0, 1.0, 0, 0]), frame),
+                      "unit quaternion"),
+                     (m.PoseStamped(0.0, np.array([10.0, 0.0, 0.0]), np.array([1.0, 0, 0, 0]), frame),
+                      r"outside the workspace box")):
+        with pytest.raises(ValueError, match=why):
+            arm.parse_object(msg)
+
+
+def test_the_nodes_observation_is_trainings_for_the_same_state(short_insert_bundle):
+    """The insert env (no observation noise) stepped with random actions; the node's frame from what a robot
+    measures (joint state, the socket's pose, the end effector by the bundle's forward kinematics, the last
+    action) equals the env's policy observation."""
+    from ctrl_rl.sims import make_env
+
+    env = make_env("mujoco", "insert", 2, "cpu", seed=0, obs_noise=0.0)
+    env.reset(seed=0)
+    policy = RobotPolicy(short_insert_bundle, SOURCES)
+    arm = side(policy.policy.metadata)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(5):
+        obs = env.step(torch.randn(2, env.action_dim, generator=gen))[0]["policy"]
+    s = env.task.signals(env.physics)
+    for i in range(2):
+        q = s["joint_pos"][i].double().numpy()
+        policy.last_action = s["last_action"][i].double().numpy()
+        frame = policy.frame({"joint_pos": q, "joint_vel": s["joint_vel"][i].double().numpy(),
+                              "object_pose": s["object_pose"][i].double().numpy(), "ee_pos": arm.ee_position(q)})
+        np.testing.assert_allclose(frame, obs[i].numpy(), atol=2e-5)
+
+
+@pytest.mark.parametrize("transport", ["dds", pytest.param("rclpy", marks=pytest.mark.skipif(
+    not ROS_PY.exists(), reason="no .venv-ros: `bash scripts/setup_ros_env.sh`"))])
+def test_sim2sim_runs_insert_episodes_over_the_node(short_insert_bundle, tmp_path, transport):
+    """The node over the transport against the object bridge: the socket's pose as PoseStamped, episodes started
+    and stopped by the operator's messages, each judged by the insert rule; the verdict on the RESULT line."""
+    summary = tmp_path / "s.json"
+    proc = run_sim2sim(short_insert_bundle, tmp_path, transport, 9, "insert", "--summary", str(summary),
+                       "--set", "safety.stand_up_time=0.5", "--set", "safety.stand_hold_time=0.0")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    line = proc.stdout.strip().splitlines()[-1]
+    assert line.startswith("RESULT sim2sim "), line
+    result = dict(kv.split("=") for kv in line.split()[2:])
+    assert int(result["episodes"]) >= 2 and re.fullmatch(r"[01](\.\d+)?", result["success_rate"]), result
+    assert result["cut_short"] == "0" and int(result["object_poses"]) > 200, result
+    s = json.loads(summary.read_text())
+    assert s["bridge"]["rejected"] == 0 and s["rejected"] == 0, s
+    assert "e-stop" in (s["fault"] or "") or s["fault"] is None, s  # the operator's stops between episodes
