@@ -284,7 +284,7 @@ def run_sim2sim(args: argparse.Namespace) -> dict[str, Any]:
            "--command-format", args.command_format, "--latency", str(args.latency),
            "--noise", *map(str, args.noise), "--obs-noise", str(args.obs_noise),
            "--command-latency", str(args.command_latency), "--control-dt", str(meta.get("control_dt", 0.02)),
-           "--gait-trace", str(gait_path)]
+           "--gait-trace", str(gait_path), "--seed", str(args.seed)]
     if args.namespace:
         cmd += ["--namespace", args.namespace]
     if meta.get("terrain"):  # a rough-terrain policy walks on the terrain it trained on
@@ -366,7 +366,7 @@ def run_arm_sim2sim(args: argparse.Namespace, meta: dict[str, Any], workdir: Pat
     summary_path = workdir / "bridge.json"
     cmd = [sys.executable, *bridge_args(meta, args.robot or bundle_robot(meta, workdir, args.bundle)),
            "--transport", args.transport, "--state-rate", str(args.state_rate), "--physics-dt", str(args.physics_dt),
-           "--command-format", args.command_format, "--summary", str(summary_path),
+           "--command-format", args.command_format, "--summary", str(summary_path), "--seed", str(args.seed),
            *(["--namespace", args.namespace] if args.namespace else [])]
     status, sim, died = _node_against_bridge(args, cmd, summary_path)
     with atomic_write(args.summary_path) as tmp:
@@ -452,6 +452,8 @@ def build_parser() -> argparse.ArgumentParser:
                            help="uniform noise on the state the node receives, LEVEL x training's (legged_gym's "
                                 "noise_level: 1 = +-0.01 rad, +-1.5 rad/s joints, +-0.2 rad/s gyro, +-0.05 rad tilt)")
             p.add_argument("--latency", type=float, default=0.0, help="bridge's sensing-to-publish delay (s)")
+            p.add_argument("--seed", type=int, default=0,
+                           help="the simulated robot's draws: sensor noise; an arm's targets, cell resets and object")
             p.add_argument("--command-latency", type=float, default=0.0,
                            help="bridge's delay from receiving a joint command to applying it (s)")
             p.add_argument("--require-gait", action="store_true",

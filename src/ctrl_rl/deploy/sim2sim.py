@@ -445,6 +445,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--terrain-cell", type=int, nargs=2, default=None, metavar=("ROW", "COL"),
                     help="sub-terrain to start on (default: middle row, column 0)")
     ap.add_argument("--no-limb-collisions", action="store_true", help="with --terrain: only feet and trunk collide")
+    ap.add_argument("--seed", type=int, default=0, help="the bridge's draws (sensor noise)")
     ap.add_argument("--height-map", default=None,
                     help="publish a height map: a scan bundle's height_scan metadata as JSON (points, offset)")
     args = ap.parse_args(argv)
@@ -461,7 +462,7 @@ def main(argv: list[str] | None = None) -> None:
                        terrain=json.loads(args.terrain) if args.terrain else None,
                        limb_collisions=not args.no_limb_collisions,
                        terrain_cell=tuple(args.terrain_cell) if args.terrain_cell else None,
-                       height_map=json.loads(args.height_map) if args.height_map else None)
+                       height_map=json.loads(args.height_map) if args.height_map else None, seed=args.seed)
     unitree = None
     if args.transport == "unitree":  # the bridge plays the robot's side of Unitree's protocol
         from .unitree_msgs import family_for  # optional extra: cyclonedds, for the unitree transport only
