@@ -76,13 +76,14 @@ def crafted_bundle(src: str | Path, dst: str | Path, factor: float) -> str:
     return str(dst)
 
 
-def insert_bundle(root: Path, episode_s: float = 5.0) -> str:
+def insert_bundle(root: Path, episode_s: float = 5.0, task: str = "insert") -> str:
     """i2rt's YAM on the insert task (episodes of ``episode_s``) after 1 iteration of 8 envs x 8 steps, exported:
-    an arm bundle whose policy observes an object (the socket's pose): the deploy node must be given one."""
+    an arm bundle whose policy observes an object (the socket's pose): the deploy node must be given one.
+    ``task="lift"``: the lift task's (the cube's pose, and a target height the node must be given too)."""
     from ctrl_rl.app.export import export
     from ctrl_rl.app.train import train
 
-    run = train(["task=insert", f"+task.kwargs.episode_length_s={episode_s}", "env.num_envs=8",
+    run = train([f"task={task}", f"+task.kwargs.episode_length_s={episode_s}", "env.num_envs=8",
                  "algo.num_steps_per_env=8", "runner.max_iterations=1", "runner.progress=false",
                  f"runner.log_root={root}"])
     return str(export(str(run), []))

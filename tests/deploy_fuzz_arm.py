@@ -1,6 +1,7 @@
 """The fuzz cases of an arm bundle (tests/deploy_fuzz.py runs them when its ``policy.onnx`` is an arm's):
-which of the legged cases an arm's node cannot meet, the cases of its pose command and workspace box, and those of
-an insert bundle's object pose (``insert.onnx`` beside it)."""
+which of the legged cases an arm's node cannot meet, the cases of its pose command and workspace box, those of
+an insert bundle's object pose (``insert.onnx`` beside it) and those of a lift bundle's target height
+(``lift.onnx``)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ NOT_ON_ARM = {"NaN quaternion", "non-unit quaternion", "gyro 1e6 rad/s", "fallen
 cases of its own, :func:`arm_cases`); it observes no height scan either."""
 
 
-def _pose_command(make: Callable[[Robot], m.Float64MultiArray], faults: bool = True) -> Callable[[Robot], None]:
+def _pose_command(make: Callable[[Robot], m.PoseStamped], faults: bool = True) -> Callable[[Robot], None]:
     """Policy mode, then the arm's operator sends only ``make()`` targets: a fault, or (clipped) none."""
     def run(robot: Robot) -> None:
         robot.to_policy()
@@ -84,13 +85,47 @@ def object_cases() -> list[Case]:
                  "object pose refused: .*outside the workspace box", bundle=b)]
 
 
+def _no_lift_command(robot: Robot) -> None:
+    """Healthy state and object pose but no target height: the node holds the pose in passive and says why."""
+    robot.lift_sample = None
+    robot.start_streaming()
+    time.sleep(1.5)
+    assert robot.status.get("mode") == "passive", robot.status
+
+
+def _lift_command(height: float, faults: bool) -> Callable[[Robot], None]:
+    """Policy mode, then the operator sends only ``height``: a fault, or (clipped) none."""
+    def run(robot: Robot) -> None:
+        robot.to_policy()
+        robot.lift_sample = lambda: m.Float64(height)
+        if faults:
+            assert robot.wait_mode("damping", 5), robot.status
+        time.sleep(0.5)
+        assert faults or robot.status.get("mode") == "policy", robot.status
+    return run
+
+
+def lift_cases() -> list[Case]:
+    """A lift bundle: its policy observes the cube's pose and a target height (``std_msgs/Float64``)."""
+    b = "lift.onnx"
+    return [Case("lift bundle: no lift command", _no_lift_command, "no lift command received", bundle=b),
+            Case("lift bundle: policy with a lift command", _policy_runs(), "", bundle=b),
+            Case("lift bundle: NaN lift command", _lift_command(float("nan"), True), "lift command refused: .*finite",
+                 bundle=b),
+            Case("lift bundle: lift command 10 m (clipped)", _lift_command(10.0, False), "", bundle=b)]
+
+
 def arm_cases() -> list[Case]:
-    pose = lambda *v: (lambda r: m.Float64MultiArray(np.array(v, dtype=np.float64), []))  # noqa: E731
-    return [Case("pose command NaN", _pose_command(pose(*[np.nan] * 7)), "7 finite values"),
-            Case("pose command of 6 values", _pose_command(pose(*[0.0] * 6)), "7 finite values"),
-            Case("pose command quaternion of norm 2", _pose_command(pose(0.3, 0, 0.2, 2.0, 0, 0, 0)),
+    def pose(**kw: object) -> Callable[[Robot], m.PoseStamped]:
+        return lambda r: r.pose_target(**kw)
+    return [Case("pose command NaN", _pose_command(pose(position=[np.nan] * 3)), "pose command must be .*finite"),
+            Case("pose command inf orientation", _pose_command(pose(orientation=[np.inf, 0, 0, 0])),
+                 "pose command must be .*finite"),
+            Case("pose command quaternion of norm 2", _pose_command(pose(orientation=[2.0, 0, 0, 0])),
                  "unit quaternion"),
-            Case("pose command 10 m away (clipped)", _pose_command(pose(10, 10, 10, 1, 0, 0, 0), faults=False), ""),
+            Case("pose command in another frame", _pose_command(pose(frame="camera")),
+                 "pose command is in frame 'camera'"),
+            Case("pose command 10 m away (clipped)", _pose_command(pose(position=[10, 10, 10]), faults=False), ""),
             Case("policy outputs 1e6: workspace box", _policy_runs(), "workspace box", bundle="huge.onnx"),
             Case("measured end effector outside the box", _ee_outside, "measured pose .* outside the workspace box"),
-            *object_cases()]
+            *object_cases(), *lift_cases()]

@@ -64,14 +64,18 @@ class Robot:
                            SafetyConfig().workspace_margin) if is_arm_bundle(meta) else None
         """An arm bundle's workspace box and forward kinematics: every stiff command's end effector is checked."""
         self.to_policy_order = np.array([self.order.index(j) for j in self.names])
-        self.pub_pose = None if self.arm is None else self.t.publisher("pose_command", m.Float64MultiArray)
-        self.pose_sample: Callable[[], m.Float64MultiArray] | None = None if self.arm is None else \
-            (lambda: m.Float64MultiArray(self.arm.default_target.copy(), []))
+        self.pub_pose = None if self.arm is None else self.t.publisher("pose_command", m.PoseStamped)
+        self.pose_sample: Callable[[], m.PoseStamped] | None = None if self.arm is None else self.pose_target
         """What the arm's operator publishes as its end-effector target with each state (None: nothing)."""
         observes_object = self.arm is not None and self.arm.observes_object
         self.pub_object = self.t.publisher("object_pose", m.PoseStamped) if observes_object else None
         self.object_sample: Callable[[], m.PoseStamped] | None = self.socket_pose if observes_object else None
         """What the cell's object tracker publishes with each state (None: nothing)."""
+        lifts = self.arm is not None and self.arm.lift_range is not None
+        self.pub_lift = self.t.publisher("lift_command", m.Float64) if lifts else None
+        self.lift_sample: Callable[[], m.Float64] | None = \
+            (lambda: m.Float64(sum(self.arm.lift_range) / 2)) if lifts else None
+        """What a lift cell's operator sends as the target height with each state (None: nothing)."""
         self.sent_pose = self.pose.copy()
         """The joint positions of the last JointState sent (driver order): a command may hold them."""
         self.first_valid_state: float | None = None
@@ -101,8 +105,17 @@ class Robot:
         return (m.JointState(now, list(self.order), self.pose.copy(), np.zeros(len(self.order)), np.zeros(0)),
                 m.Imu(now, np.array([1.0, 0.0, 0.0, 0.0]), np.zeros(3), np.array([0.0, 0.0, 9.81])))
 
+    def pose_target(self, position: object = None, orientation: object = None, frame: str | None = None
+                    ) -> m.PoseStamped:
+        """An end-effector target: where the default pose holds it, in the bundle's command frame, unless told."""
+        t = self.arm.default_target
+        return m.PoseStamped(time.time(), np.asarray(t[:3] if position is None else position, dtype=np.float64),
+                             np.asarray(t[3:] if orientation is None else orientation, dtype=np.float64),
+                             self.arm.command_frame if frame is None else frame)
+
     def socket_pose(self) -> m.PoseStamped:
-        """The object where an insert episode may put it: at the middle of the workspace box, on the table."""
+        """The object where an insert or lift episode may put it: at the middle of the workspace box, on the
+        table."""
         centre = self.arm.targets.bounds.mean(axis=1)
         return m.PoseStamped(time.time(), np.array([centre[0], centre[1], 0.0]), np.array([1.0, 0.0, 0.0, 0.0]),
                              self.arm.object_frame)
@@ -123,7 +136,7 @@ class Robot:
                 self.pub_js(js)
                 self.pub_imu(imu)
                 for publish, make in ((self.pub_map, self.map_sample), (self.pub_pose, self.pose_sample),
-                                      (self.pub_object, self.object_sample)):
+                                      (self.pub_object, self.object_sample), (self.pub_lift, self.lift_sample)):
                     if make is not None:
                         publish(make())
                 now = time.monotonic()

@@ -197,8 +197,50 @@ def _reset_path_reproduces_mjlab_autoreset(n: int = 6, steps: int = 50, seed: in
     print(f"adapter == mjlab auto-reset for {steps} steps through {resets} resets")
 
 
+def stagger(n: int = 16, steps: int = 20, seed: int = 4) -> None:
+    """``stagger_episodes`` sets mjlab's ``episode_length_buf``: its own time-out term then ends the first
+    episodes on different steps, each reported with its full length."""
+    env = make(CARTPOLE, n, seed, steps=steps)
+    env.reset(seed=seed)
+    assert env.supports_stagger
+    env.stagger_episodes()
+    assert torch.equal(env.env.episode_length_buf.cpu(), env._episode_length.cpu())
+    ends = torch.zeros(n, dtype=torch.long)
+    for t in range(1, steps + 1):
+        _, _, terminated, truncated, info = env.step(torch.zeros(n, env.action_dim))
+        assert not terminated.any(), f"a pole fell at step {t} without a push"
+        assert (info["episode"]["length"][truncated] == steps).all()
+        ends = torch.where(truncated & (ends == 0), t, ends)
+    env.close()
+    assert bool((ends >= 1).all()) and len(ends.unique()) >= 6, ends.tolist()
+    print(f"staggered: first time-outs on {len(ends.unique())} different steps of {steps}")
+
+
+def lift_success(n: int = 4, steps: int = 25) -> None:
+    """Mjlab-Lift-Cube-Yam: mjlab's own success (its lift command's ``episode_success``, latched once the cube
+    was within ``success_threshold`` of the target) reaches ``info["episode_metrics"]["success_rate"]`` at each
+    episode's end, read before the adapter resets the row. Targets put on the resting cubes of the first half
+    (reached at once) and 1 m above the rest (never reached) give 1 and 0."""
+    env = make_env("mjlab", "Mjlab-Lift-Cube-Yam", n, "cpu", seed=0, episode_length_s=steps * 0.02)
+    env.reset(seed=0)
+    term = env.env.command_manager.get_term("lift_height")
+    cube = env.env.scene["cube"].data.root_link_pos_w
+    term.target_pos[:] = cube + torch.tensor([0.0, 0.0, 1.0])
+    term.target_pos[: n // 2] = cube[: n // 2]
+    for t in range(1, steps + 1):
+        _, _, terminated, truncated, info = env.step(torch.zeros(n, env.action_dim))
+        done = terminated | truncated
+        assert ("episode_metrics" in info) == bool(done.any()), t
+    assert bool(done.all()), "every episode ends at its time limit"
+    success = info["episode_metrics"]["success_rate"].cpu()
+    env.close()
+    assert success.tolist() == [1.0] * (n // 2) + [0.0] * (n - n // 2), success.tolist()
+    print(f"lift: success_rate {success.tolist()} at the episodes' end (targets on the cube, 1 m above it)")
+
+
 # ---- helpers for (c): timing the CLI is done by the caller --------------------------------
-CHECKS: dict[str, Callable[[], None]] = {"conformance": conformance, "final_obs": final_obs}
+CHECKS: dict[str, Callable[[], None]] = {"conformance": conformance, "final_obs": final_obs, "stagger": stagger,
+                                         "lift_success": lift_success}
 
 if __name__ == "__main__":
     torch.set_num_threads(1)

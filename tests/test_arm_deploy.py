@@ -107,7 +107,7 @@ def toy_side(tmp_path) -> tuple[ArmSide, np.ndarray]:
     model, _ = build_arm_model(robot)
     joints = list(robot.joint_names)
     meta = {"kinematic_chain": chain_from_model(model, robot.base_body, robot.ee_site, joints),
-            "pose_command": {"workspace": [list(a) for a in robot.workspace]}}
+            "pose_command": {"frame": robot.base_body, "workspace": [list(a) for a in robot.workspace]}}
     return ArmSide(meta, joints, np.array(robot.default_pose), 0.05), np.array(robot.default_pose)
 
 
@@ -152,13 +152,32 @@ def test_a_target_outside_the_box_is_moved_back_toward_the_measured_pose(toy_sid
 
 def test_pose_commands_are_checked_normalized_and_clipped_into_the_target_box(toy_side):
     side, _ = toy_side
-    pose = side.parse_pose(m.Float64MultiArray(np.array([-1.0, -1.0, 0.05, 0.0, 0.0, 1.02, 0.0])))
+    frame = side.command_frame
+    assert frame == "mount"  # the toy arm's base body: the bundle's pose_command.frame
+
+    def target(position, orientation=(1.0, 0.0, 0.0, 0.0), frame_id=frame) -> m.PoseStamped:
+        return m.PoseStamped(0.0, np.array(position, dtype=np.float64), np.array(orientation, dtype=np.float64),
+                             frame_id)
+
+    pose = side.parse_pose(target([-1.0, -1.0, 0.05], [0.0, 0.0, 1.02, 0.0]))
     np.testing.assert_allclose(pose, [0.15, -0.1, 0.05, 0.0, 0.0, 1.0, 0.0])
-    for data, message in ((np.full(7, np.nan), "7 finite values .* with NaN/inf"), (np.zeros(6), "got 6 value"),
-                          (np.array([0.2, 0, 0.05, 2.0, 0, 0, 0]), "not a unit quaternion")):
+    for msg, message in ((target([np.nan] * 3), "pose command must be a finite position"),
+                         (target([0.2, 0.0]), "pose command must be a finite position"),  # not on a wire
+                         (target([0.2, 0, 0.05], [2.0, 0, 0, 0]), "not a unit quaternion"),
+                         (target([0.2, 0, 0.05], frame_id="world"), f"in frame 'world'; .* in {frame!r}")):
         with pytest.raises(ValueError, match=message):
-            side.parse_pose(m.Float64MultiArray(data))
+            side.parse_pose(msg)
     np.testing.assert_allclose(side.default_target[:3], side.chain.ee_pose(np.array([0.0, -0.3, 1.0, 0.01]))[0])
+
+
+def test_a_bundle_with_a_pose_command_but_no_frame_is_refused(tmp_path):
+    robot = load_arm(str(write_toy_arm(tmp_path)))
+    model, _ = build_arm_model(robot)
+    joints = list(robot.joint_names)
+    meta = {"kinematic_chain": chain_from_model(model, robot.base_body, robot.ee_site, joints),
+            "pose_command": {"workspace": [list(a) for a in robot.workspace]}}
+    with pytest.raises(ValueError, match="no pose_command.frame; re-export"):
+        ArmSide(meta, joints, np.array(robot.default_pose), 0.05)
 
 
 # -- export and sim2sim ----------------------------------------------------------------------------------

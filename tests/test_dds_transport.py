@@ -170,6 +170,7 @@ def _samples() -> list:
         m.PoseStamped(stamp=7.5, position=np.array([0.28, -0.05, 0.0]), orientation=np.array([0.9, 0.1, -0.2, 0.3]),
                       frame_id="base_link"),
         m.Float64MultiArray(data=np.arange(6.0) / 7, dims=[("rows", 2, 6), ("cols", 3, 3)], data_offset=1),
+        m.Float64(data=0.1234567890123),
         m.Bool(data=True),
         m.String(data='{"state": "running", "ünï": 1}'),
         m.DiagnosticArray(stamp=5.25, status=[m.DiagnosticStatus(2, "ctrl_rl_node: safety", "damping: x", "quad",

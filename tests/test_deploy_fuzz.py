@@ -24,10 +24,10 @@ UNITREE_CASES = MIN_CASES - 8 + 2
 """Over Unitree's protocol: the 8 JointState-structure cases do not exist, 2 LowState ones do."""
 UNITREE_HG_CASES = UNITREE_CASES - 10
 """On the humanoid bundle alone: without the 10 cases of the crafted and scan bundles."""
-ARM_CASES = MIN_CASES - 6 - 6 + 6 + 6
+ARM_CASES = MIN_CASES - 6 - 6 + 7 + 6 + 4
 """An arm bundle: without the 6 scan-bundle cases and the 6 about an IMU or a velocity command (NOT_ON_ARM),
-with 6 of its own (deploy_fuzz_arm.arm_cases: the pose command, the workspace box) and 6 of an insert bundle's
-object pose."""
+with 7 of its own (deploy_fuzz_arm.arm_cases: the pose command, the workspace box), 6 of an insert bundle's
+object pose and 4 of a lift bundle's target height."""
 
 
 @pytest.fixture(scope="module")
@@ -46,12 +46,13 @@ def bundle_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def arm_bundle_dir(tmp_path_factory) -> Path:
-    """An exported reach bundle of i2rt's YAM, the same policy with its output times NaN, inf and 1e6, and an
-    insert bundle (its policy observes the socket's pose)."""
+    """An exported reach bundle of i2rt's YAM, the same policy with its output times NaN, inf and 1e6, an
+    insert bundle (its policy observes the socket's pose) and a lift bundle (the cube's pose, a target height)."""
     d = tmp_path_factory.mktemp("fuzz_arm_bundles")
     src = arm_bundle(d / "runs")
     shutil.copy(src, d / "policy.onnx")
     shutil.copy(insert_bundle(d / "insert_runs"), d / "insert.onnx")
+    shutil.copy(insert_bundle(d / "lift_runs", task="lift"), d / "lift.onnx")
     for name, factor in (("nan", float("nan")), ("inf", float("inf")), ("huge", 1e6)):
         crafted_bundle(src, d / f"{name}.onnx", factor)
     return d

@@ -48,6 +48,30 @@ def test_final_obs_of_a_fall_equals_a_twin_that_is_not_reset() -> None:
     torch.testing.assert_close(info["final_obs"]["policy"][2:], obs["policy"][2:], rtol=0, atol=0)
 
 
+def test_stagger_moves_legged_gyms_own_step_counter() -> None:
+    """``runner.stagger_episodes`` (legged_gym's ``init_at_random_ep_len``): ``episode_length_buf``, which the
+    task's time-outs read, and the adapter's episode lengths start at one random step each, from a generator
+    seeded with the env: the first time-outs come apart, each reported at a full episode's length."""
+    def first_time_outs(seed: int) -> torch.Tensor:
+        env = make_env("isaacgym", TASK, 16, seed=seed, env={"episode_length_s": 0.4})
+        assert env.supports_stagger
+        env.stagger_episodes()
+        assert torch.equal(env.env.episode_length_buf, env.episode_length)
+        ends = torch.zeros(16, dtype=torch.long)
+        for t in range(1, env.max_episode_length + 2):
+            _, _, terminated, truncated, info = env.step(torch.zeros(16, 12))
+            assert not terminated.any()
+            # legged_gym times out once episode_length_buf exceeds max_episode_length: an episode that starts
+            # from a reset inside a step (buf 0) lasts max + 1 steps, as every one after the first does
+            assert (info["episode"]["length"][truncated] == env.max_episode_length + 1).all()
+            ends = torch.where(truncated & (ends == 0), t, ends)
+        return ends
+
+    ends = first_time_outs(0)
+    assert bool((ends >= 1).all()) and len(ends.unique()) >= 8, ends.tolist()
+    assert torch.equal(first_time_outs(0), ends)
+
+
 def test_time_outs_are_truncations_and_episode_terms_reach_the_log() -> None:
     env = make_env("isaacgym", TASK, 2, seed=0, env={"episode_length_s": 0.2})
     for _ in range(30):

@@ -56,9 +56,11 @@ def test_mjlab_conformance() -> None:
 
 def test_mjlab_final_obs_is_the_true_last_observation() -> None:
     """Time-outs (cartpole, Go1) and falls (Go1): final_obs equals, bit for bit, the observation
-    of a twin env that is not reset; the reset path equals mjlab's own auto-reset."""
-    out = _mjlab("python", CHECKS, "final_obs")
-    assert "CHECK final_obs passed" in out
+    of a twin env that is not reset; the reset path equals mjlab's own auto-reset. And staggered episodes
+    (``runner.stagger_episodes``) time out apart, by mjlab's own time-out term; and mjlab's lift success
+    reaches ``episode_metrics`` (``success_rate``) at each episode's end."""
+    out = _mjlab("python", CHECKS, "final_obs", "stagger", "lift_success")
+    assert all(f"CHECK {c} passed" in out for c in ("final_obs", "stagger", "lift_success")), out[-3000:]
     assert out.count("== untruncated twin's obs") == 2 and "fallen robots" in out
 
 
@@ -163,9 +165,9 @@ class _IsaacLabObservationManager:
 
 class _FakeIsaacLabEnv:
     """Isaac Lab's ``ManagerBasedRLEnv.step`` order on a 2-D random walk: physics, terminations
-    (|x| > 1.2) and time-outs (``max_len``), ``extras["final_obs"]`` when ``compute_final_obs``,
-    ``_reset_idx`` (which alone writes ``extras["log"]``), then the observation. Groups: ``policy``
-    and a non-concatenated ``critic`` (x and the episode clock). Buffers are reused, as Isaac Lab's."""
+    (|x| > 1.2) and time-outs (``episode_length_buf`` reaching ``max_len``), ``extras["final_obs"]`` when
+    ``compute_final_obs``, ``_reset_idx`` (which alone writes ``extras["log"]``), then the observation. Groups:
+    ``policy`` and a non-concatenated ``critic`` (x and the episode clock). Buffers are reused, as Isaac Lab's."""
 
     def __init__(self, kind: str, num_envs: int = 4, seed: int = 0, max_len: int = 8, finite: bool = False) -> None:
         self.kind, self.num_envs, self.max_len = kind, num_envs, max_len
@@ -178,7 +180,7 @@ class _FakeIsaacLabEnv:
             self.observation_manager = _IsaacLabObservationManager(self)
         self.gen = torch.Generator().manual_seed(seed)
         self.x = torch.zeros(num_envs, 2)
-        self.t = torch.zeros(num_envs, dtype=torch.long)
+        self.episode_length_buf = torch.zeros(num_envs, dtype=torch.long)
         self.reward_buf = torch.zeros(num_envs)
         self.extras: dict[str, Any] = {}
         self.closed = False
@@ -188,7 +190,8 @@ class _FakeIsaacLabEnv:
         return self
 
     def observations(self) -> dict[str, Any]:
-        return {"policy": self.x.clone(), "critic": {"x": self.x.clone(), "clock": (self.t / self.max_len)[:, None]}}
+        clock = (self.episode_length_buf / self.max_len)[:, None]
+        return {"policy": self.x.clone(), "critic": {"x": self.x.clone(), "clock": clock}}
 
     def __getattr__(self, name: str) -> Any:
         if name == "_get_observations" and self.kind == "direct_hook":
@@ -205,12 +208,12 @@ class _FakeIsaacLabEnv:
         self.extras["log"] = {"Episode_Termination/fell": (self.x[env_ids].norm(dim=1) > 1.2).float().mean(),
                               "not_a_scalar": torch.zeros(3)}
         self.x[env_ids] = torch.rand(len(env_ids), 2, generator=self.gen) - 0.5
-        self.t[env_ids] = 0
+        self.episode_length_buf[env_ids] = 0
 
     def step(self, action: torch.Tensor) -> tuple:
         self.x += 0.4 * torch.tanh(action)
-        self.t += 1
-        terminated, time_outs = self.x.norm(dim=1) > 1.2, self.t >= self.max_len
+        self.episode_length_buf += 1
+        terminated, time_outs = self.x.norm(dim=1) > 1.2, self.episode_length_buf >= self.max_len
         self.reward_buf[:] = -self.x.norm(dim=1)
         ids = (terminated | time_outs).nonzero().squeeze(-1)
         if len(ids) > 0:
@@ -252,6 +255,36 @@ def test_isaaclab_step_order_conformance(kind: str) -> None:
     assert seen["terminated"] and seen["truncated"] and seen["both"], seen
     check_seeding(make, num_envs=4, num_steps=20)
     check_action_clipping(make, num_envs=4, num_steps=10)
+
+
+def test_stagger_moves_the_envs_own_step_counter() -> None:
+    """``runner.stagger_episodes`` on an Isaac Lab env: its ``episode_length_buf`` (what its time-outs read) and
+    the adapter's episode lengths start at one random step each, from the adapter's seeded generator, so the
+    first time-outs come apart; reset together they come together."""
+    def first_time_outs(stagger: bool, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+        fake = _FakeIsaacLabEnv("native", num_envs=32, max_len=50)
+        env = IsaacLabVecEnv(fake, seed=seed)
+        assert env.supports_stagger
+        if stagger:
+            env.stagger_episodes()
+            assert torch.equal(fake.episode_length_buf, env._episode_length)
+        ends, lengths = torch.zeros(32, dtype=torch.long), torch.zeros(32, dtype=torch.long)
+        for t in range(1, 51):
+            _, _, terminated, truncated, info = env.step(torch.zeros(32, 2))  # no push: nobody falls
+            assert not terminated.any()
+            first = truncated & (ends == 0)
+            ends, lengths = torch.where(first, t, ends), torch.where(first, info["episode"]["length"], lengths)
+        return ends, lengths
+
+    assert first_time_outs(False, 0)[0].unique().tolist() == [50]
+    ends, lengths = first_time_outs(True, 0)
+    assert bool((ends >= 1).all()) and len(ends.unique()) >= 15 and torch.equal(lengths, torch.full((32,), 50))
+    assert torch.equal(first_time_outs(True, 0)[0], ends) and not torch.equal(first_time_outs(True, 1)[0], ends)
+    env = IsaacLabVecEnv(_FakeIsaacLabEnv("native"), seed=0)
+    env.env.episode_length_buf = None  # an env of one's own that keeps no such counter
+    assert not env.supports_stagger
+    with pytest.raises(NotImplementedError, match="no episode_length_buf .* runner.stagger_episodes=false"):
+        env.stagger_episodes()
 
 
 def test_groups_logs_and_horizon(caplog: pytest.LogCaptureFixture) -> None:

@@ -1,5 +1,6 @@
-"""An arm bundle that observes an object (insert, i2rt's YAM) on the deploy node: what the bundle carries, the
-object pose's checks, the node's observation against training's, and sim2sim episodes over the node."""
+"""Arm bundles that observe an object (insert and lift, i2rt's YAM) on the deploy node: what a bundle carries,
+the object pose's and the lift command's checks, the node's observation against training's, and sim2sim
+episodes over the node."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from ctrl_rl.deploy.robot_policy import RobotPolicy
 from ctrl_rl.deploy.runtime import OnnxPolicy
 from ctrl_rl.robots.arm_scenes import PEG_SOCKET_KEYS
 
-SOURCES = ("object_pose", "object_to_ee")
+SOURCES = ("object_pose", "object_to_ee", "lift_command")
 
 
 @pytest.fixture(scope="module")
@@ -26,6 +27,17 @@ def short_insert_bundle(tmp_path_factory) -> Path:
     """The insert task on the YAM after 1 iteration of 8 envs x 8 steps, exported; 2 s episodes (sim2sim runs
     them: three in 9 s)."""
     return Path(insert_bundle(tmp_path_factory.mktemp("insert_run"), episode_s=2.0))
+
+
+@pytest.fixture(scope="module")
+def short_lift_bundle(tmp_path_factory) -> Path:
+    """The lift task's, likewise."""
+    return Path(insert_bundle(tmp_path_factory.mktemp("lift_run"), episode_s=2.0, task="lift"))
+
+
+@pytest.fixture(params=["insert", "lift"])
+def object_bundle(request) -> tuple[str, Path]:
+    return request.param, request.getfixturevalue(f"short_{request.param}_bundle")
 
 
 def side(meta: dict) -> ArmSide:
@@ -52,6 +64,33 @@ def test_a_robot_without_an_object_pose_source_is_refused(short_insert_bundle):
         RobotPolicy(short_insert_bundle, ())
 
 
+def test_a_lift_bundle_carries_its_cube_its_draws_its_rule_and_its_contact_model(short_lift_bundle):
+    meta = OnnxPolicy(short_lift_bundle).metadata
+    obj = meta["object"]
+    assert obj["kind"] == "cube" and obj["frame"] == "arm" and obj["half_size"] == 0.02
+    assert obj["lift_height"] == [0.1, 0.2] and obj["episode_length_s"] == 2.0 and obj["success_tolerance"] == 0.02
+    assert obj["contact"] == {"cone": "elliptic", "impratio": 10.0}  # LiftConfig.physics_profile's grasp
+    assert {"cube_x", "cube_y", "cube_yaw", "object_friction", "object_mass"} <= set(obj)
+    # the end effector's box: over the cube's start range, from the table to the highest target
+    assert meta["workspace"] == [obj["cube_x"], obj["cube_y"], [0.0, 0.22]]
+
+
+def test_a_robot_without_a_lift_command_source_is_refused(short_lift_bundle):
+    with pytest.raises(ValueError, match=r"observes 'lift_command', which needs a lift target source .* "
+                                         r"lift_command_topic"):
+        RobotPolicy(short_lift_bundle, ("object_pose", "object_to_ee"))
+
+
+def test_lift_commands_are_finite_and_clipped_into_the_training_range(short_lift_bundle):
+    arm = side(OnnxPolicy(short_lift_bundle).metadata)
+    assert arm.lift_range == (0.1, 0.2)
+    assert arm.parse_lift(m.Float64(0.15)).tolist() == [0.15]
+    assert arm.parse_lift(m.Float64(2.0)).tolist() == [0.2] and arm.parse_lift(m.Float64(-1.0)).tolist() == [0.1]
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="finite height"):
+            arm.parse_lift(m.Float64(bad))
+
+
 def test_object_poses_are_checked_by_frame_finiteness_quaternion_and_workspace(short_insert_bundle):
     meta = OnnxPolicy(short_insert_bundle).metadata
     arm = side(meta)
@@ -69,15 +108,16 @@ def test_object_poses_are_checked_by_frame_finiteness_quaternion_and_workspace(s
             arm.parse_object(msg)
 
 
-def test_the_nodes_observation_is_trainings_for_the_same_state(short_insert_bundle):
-    """The insert env (no observation noise) stepped with random actions; the node's frame from what a robot
-    measures (joint state, the socket's pose, the end effector by the bundle's forward kinematics, the last
-    action) equals the env's policy observation."""
+def test_the_nodes_observation_is_trainings_for_the_same_state(object_bundle):
+    """The task's env (no observation noise) stepped with random actions; the node's frame from what a robot
+    measures and is told (joint state, the object's pose, the end effector by the bundle's forward kinematics,
+    lift's target height, the last action) equals the env's policy observation."""
     from ctrl_rl.sims import make_env
 
-    env = make_env("mujoco", "insert", 2, "cpu", seed=0, obs_noise=0.0)
+    task, bundle = object_bundle
+    env = make_env("mujoco", task, 2, "cpu", seed=0, obs_noise=0.0)
     env.reset(seed=0)
-    policy = RobotPolicy(short_insert_bundle, SOURCES)
+    policy = RobotPolicy(bundle, SOURCES)
     arm = side(policy.policy.metadata)
     gen = torch.Generator().manual_seed(0)
     for _ in range(5):
@@ -86,18 +126,26 @@ def test_the_nodes_observation_is_trainings_for_the_same_state(short_insert_bund
     for i in range(2):
         q = s["joint_pos"][i].double().numpy()
         policy.last_action = s["last_action"][i].double().numpy()
+        told = {"lift_command": arm.parse_lift(m.Float64(float(s["lift_command"][i, 0])))} if task == "lift" else {}
         frame = policy.frame({"joint_pos": q, "joint_vel": s["joint_vel"][i].double().numpy(),
-                              "object_pose": s["object_pose"][i].double().numpy(), "ee_pos": arm.ee_position(q)})
+                              "object_pose": s["object_pose"][i].double().numpy(), "ee_pos": arm.ee_position(q),
+                              **told})
         np.testing.assert_allclose(frame, obs[i].numpy(), atol=2e-5)
 
 
-@pytest.mark.parametrize("transport", ["dds", pytest.param("rclpy", marks=pytest.mark.skipif(
-    not ROS_PY.exists(), reason="no .venv-ros: `bash scripts/setup_ros_env.sh`"))])
-def test_sim2sim_runs_insert_episodes_over_the_node(short_insert_bundle, tmp_path, transport):
-    """The node over the transport against the object bridge: the socket's pose as PoseStamped, episodes started
-    and stopped by the operator's messages, each judged by the insert rule; the verdict on the RESULT line."""
+NO_ROS = pytest.mark.skipif(not ROS_PY.exists(), reason="no .venv-ros: `bash scripts/setup_ros_env.sh`")
+
+
+@pytest.mark.parametrize("task, transport", [("insert", "dds"), ("lift", "dds"),
+                                             pytest.param("insert", "rclpy", marks=NO_ROS)])
+def test_sim2sim_runs_episodes_over_the_node(task, transport, request, tmp_path):
+    """The node over the transport against the object bridge: the object's pose as PoseStamped (and lift's target
+    height as Float64), episodes started and stopped by the operator's messages, each judged by the task's rule;
+    the verdict on the RESULT line with the task's measures. (Lift's messages over rclpy: the arm fuzz's lift
+    cases and the transport round trips.)"""
+    bundle = request.getfixturevalue(f"short_{task}_bundle")
     summary = tmp_path / "s.json"
-    proc = run_sim2sim(short_insert_bundle, tmp_path, transport, 9, "insert", "--summary", str(summary),
+    proc = run_sim2sim(bundle, tmp_path, transport, 9, task, "--summary", str(summary),
                        "--set", "safety.stand_up_time=0.5", "--set", "safety.stand_hold_time=0.0")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     line = proc.stdout.strip().splitlines()[-1]
@@ -105,6 +153,8 @@ def test_sim2sim_runs_insert_episodes_over_the_node(short_insert_bundle, tmp_pat
     result = dict(kv.split("=") for kv in line.split()[2:])
     assert int(result["episodes"]) >= 2 and re.fullmatch(r"[01](\.\d+)?", result["success_rate"]), result
     assert result["cut_short"] == "0" and int(result["object_poses"]) > 200, result
+    measures = {"insert": ("insertion_depth", "lateral_error"), "lift": ("object_height", "height_error")}[task]
+    assert all(np.isfinite(float(result[k])) for k in measures), result
     s = json.loads(summary.read_text())
     assert s["bridge"]["rejected"] == 0 and s["rejected"] == 0, s
     assert "e-stop" in (s["fault"] or "") or s["fault"] is None, s  # the operator's stops between episodes

@@ -116,6 +116,7 @@ MESSAGES: dict[str, Any] = {
     "geometry_msgs/msg/PoseStamped": m.PoseStamped(7.5, np.array([0.28, -0.05, 0.0]), np.array([0.9, 0.1, -0.2, 0.3]),
                                                    "base_link"),
     "std_msgs/msg/Float64MultiArray": m.Float64MultiArray(np.arange(6.0) / 3, [("rows", 2, 6), ("cols", 3, 3)], 1),
+    "std_msgs/msg/Float64": m.Float64(0.1234567890123),
     "std_msgs/msg/Bool": m.Bool(True),
     "std_msgs/msg/String": m.String('{"state": "running", "ü": 1}'),
     "diagnostic_msgs/msg/DiagnosticArray": m.DiagnosticArray(

@@ -146,3 +146,19 @@ def test_mujoco_quadruped_resume_matches_uninterrupted_run(tmp_path):
     env_a = torch.load(straight / "model_4.pt", weights_only=False)["env_state"]
     env_b = torch.load(half / "model_4.pt", weights_only=False)["env_state"]
     assert_same(env_a, env_b, "env_state")
+
+
+def test_a_resume_takes_task_kwargs_of_the_checkpoints_task(tmp_path):
+    """``ctrl-rl train --checkpoint <run> task.kwargs.cone=elliptic``: the override is checked against the
+    checkpoint's task (a quadruped's), not the default one (pendulum, which has no such parameter), and trains on."""
+    quad = ["task=quadruped_velocity_flat", "env.num_envs=8", "algo.num_steps_per_env=4", "algo.actor_hidden=[16]",
+            "algo.critic_hidden=[16]", "runner.progress=false", "runner.max_iterations=1",
+            f"runner.log_root={tmp_path}"]
+    run = train(quad)
+    resumed = train(["task.kwargs.cone=elliptic", "task.kwargs.impratio=100"], checkpoint=str(run / "model_1.pt"),
+                    more=1)
+    assert resumed == run and (run / "model_2.pt").exists()
+    saved = torch.load(run / "model_2.pt", weights_only=False)["config"]
+    assert saved["task"]["kwargs"]["cone"] == "elliptic" and saved["task"]["kwargs"]["impratio"] == 100
+    with pytest.raises(ValueError, match="task.kwargs.cone must be one of"):
+        train(["task.kwargs.cone=round"], checkpoint=str(run / "model_2.pt"), more=1)

@@ -348,6 +348,10 @@ def config_yaml(cfg: TrainConfig) -> str:
     return OmegaConf.to_yaml(OmegaConf.structured(cfg))
 
 
+LOCATING_KEYS = ("algo", "task", "sim", "runner.log_root")
+"""The overrides that say where ``--checkpoint latest`` looks (``logs/<algo>/<task>/``)."""
+
+
 def compose_run_config(overrides: list[str], checkpoint: str | None = None,
                        more: int | None = None) -> tuple[TrainConfig, Path | None]:
     """The config a run trains with and the checkpoint it resumes (None: a new run), checked to run.
@@ -355,7 +359,10 @@ def compose_run_config(overrides: list[str], checkpoint: str | None = None,
     A resumed run takes its config from the checkpoint; ``overrides`` then change only the keys they
     name (a warning lists them, since changes make the resume inexact). ``more``: ``--more N``.
     """
-    cfg = load_train_config(overrides, for_run=False)  # a checkpoint's config holds the run's inputs
+    # A checkpoint given: its config is the base, so the overrides are checked against it below; here only the
+    # keys that locate it count (task.kwargs.* of a robot task would be refused by the default task's config).
+    locating = [o for o in overrides if o.lstrip("+").partition("=")[0] in LOCATING_KEYS] if checkpoint else overrides
+    cfg = load_train_config(locating, for_run=False)
     checkpoint = checkpoint or cfg.runner.checkpoint
     check_more(more, checkpoint, overrides)
     path = find_checkpoint(checkpoint, cfg) if checkpoint else None

@@ -3,9 +3,10 @@ workspace box it keeps.
 
 An arm bundle (exported from an arm task: its metadata has ``kinematic_chain`` and a workspace, the pose
 command's or the task's) has no IMU, no velocity command and no tilt; the node instead reads an end-effector
-pose target (reach: ``pose_command_topic``, ``std_msgs/Float64MultiArray`` of ``[x, y, z, qw, qx, qy, qz]`` in
-the arm's base frame) or the manipulated object's pose (insert: ``object_pose_topic``,
-``geometry_msgs/PoseStamped`` in the bundle's object frame), computes the end effector's position by forward
+pose target (reach: ``pose_command_topic``, ``geometry_msgs/PoseStamped`` in the bundle's
+``pose_command.frame``, the arm's base body) or the manipulated object's pose (insert and lift:
+``object_pose_topic``, ``geometry_msgs/PoseStamped`` in the bundle's object frame) and a target height (lift:
+``lift_command_topic``, ``std_msgs/Float64``), computes the end effector's position by forward
 kinematics (``arm_kinematics.py``) for the terms that need it, and checks every policy command's end effector
 against a workspace box. docs/deploy.md, "Arms", states the rules; :class:`ArmSide` is them.
 
@@ -43,6 +44,23 @@ def matrix_to_quat(r: np.ndarray) -> np.ndarray:
     return q if q[0] >= 0 else -q
 
 
+def _checked_pose(msg: m.PoseStamped, frame: str, what: str) -> np.ndarray:
+    """``[x, y, z, qw, qx, qy, qz]`` of ``msg``, the quaternion normalized; a ``ValueError`` naming ``what``
+    unless it is given in ``frame``, finite, and its quaternion within 0.05 of unit norm."""
+    if msg.frame_id != frame:
+        raise ValueError(f"{what} is in frame {msg.frame_id!r}; the policy was trained on poses in {frame!r} "
+                         "(transform it there, e.g. with tf2, before publishing)")
+    pose = np.concatenate([np.asarray(msg.position, dtype=np.float64).reshape(-1),
+                           np.asarray(msg.orientation, dtype=np.float64).reshape(-1)])
+    if pose.shape != (7,) or not np.all(np.isfinite(pose)):
+        raise ValueError(f"{what} must be a finite position and quaternion")
+    norm = float(np.linalg.norm(pose[3:]))
+    if abs(norm - 1.0) > 0.05:
+        raise ValueError(f"{what} orientation is not a unit quaternion (norm {norm:.3f})")
+    pose[3:] /= norm
+    return pose
+
+
 def is_arm_bundle(meta: dict[str, Any]) -> bool:
     """Whether a bundle's metadata comes from an arm task (it carries the arm's config)."""
     return "arm_config" in meta
@@ -70,48 +88,55 @@ class ArmSide:
         """Where a policy command may put the end effector."""
         self.default_target = np.concatenate([ee, matrix_to_quat(rotation)])
         """The target until a pose command arrives: hold the end effector where the default pose puts it."""
+        self.command_frame = str((meta.get("pose_command") or {}).get("frame", ""))
+        """The frame a pose command must be given in (the arm's base body); "" for a task without one."""
         self.object_frame = str((meta.get("object") or {}).get("frame", ""))
         """The frame an object pose must be given in (the arm's base body); "" for a task without an object."""
         self.observes_object = any(t.get("name") in OBJECT_TERMS for t in meta.get("obs_terms", []))
         """Whether the policy reads the object's pose: the node then needs a fresh one to run."""
+        if "pose_command" in meta and not self.command_frame:
+            raise ValueError("arm bundle has a pose command but its metadata has no pose_command.frame; re-export "
+                             "it with `ctrl-rl export <run>`")
         if self.observes_object and not self.object_frame:
             raise ValueError("arm bundle observes an object but its metadata has no object.frame; re-export it "
                              "with `ctrl-rl export <run>`")
+        self.lift_range: tuple[float, float] | None = None
+        """A lift bundle's training range of the target height (m; the bundle's ``object.lift_height``)."""
+        if any(t.get("name") == "lift_command" for t in meta.get("obs_terms", [])):
+            heights = (meta.get("object") or {}).get("lift_height")
+            if heights is None or len(heights) != 2 or not heights[0] <= heights[1]:
+                raise ValueError("arm bundle observes lift_command but its metadata has no object.lift_height "
+                                 "[low, high]; re-export it with `ctrl-rl export <run>`")
+            self.lift_range = (float(heights[0]), float(heights[1]))
         self.holds = 0
         """Policy commands whose target was moved back inside the box (or refused)."""
         self.last_hold = ""
 
-    def parse_pose(self, msg: m.Float64MultiArray) -> np.ndarray:
-        """``[x, y, z, qw, qx, qy, qz]``: the position clipped into the task's target box (the policy never
-        saw a target beyond it), the quaternion normalized; a ``ValueError`` for anything else."""
-        data = np.asarray(msg.data, dtype=np.float64)
-        if data.shape != (7,) or not np.all(np.isfinite(data)):
-            raise ValueError(f"pose command must be 7 finite values [x, y, z, qw, qx, qy, qz], got {data.size} "
-                             f"value(s){'' if np.all(np.isfinite(data)) else ' with NaN/inf'}")
-        norm = float(np.linalg.norm(data[3:]))
-        if abs(norm - 1.0) > 0.05:
-            raise ValueError(f"pose command orientation is not a unit quaternion (norm {norm:.3f})")
-        position = np.clip(data[:3], self.targets.bounds[:, 0], self.targets.bounds[:, 1])
-        return np.concatenate([position, data[3:] / norm])
+    def parse_pose(self, msg: m.PoseStamped) -> np.ndarray:
+        """``[x, y, z, qw, qx, qy, qz]`` of an end-effector target in :attr:`command_frame`: the position clipped
+        into the task's target box (the policy never saw a target beyond it), the quaternion normalized; a
+        ``ValueError`` for a pose in another frame, non-finite or not a unit quaternion."""
+        pose = _checked_pose(msg, self.command_frame, "pose command")
+        pose[:3] = np.clip(pose[:3], self.targets.bounds[:, 0], self.targets.bounds[:, 1])
+        return pose
+
+    def parse_lift(self, msg: m.Float64) -> np.ndarray:
+        """``[height]``: a lift target (m above the table) clipped into the training range (the policy never saw
+        a target beyond it); a ``ValueError`` for a non-finite one."""
+        height = float(msg.data)
+        if not np.isfinite(height):
+            raise ValueError("lift command must be a finite height (m)")
+        return np.array([min(max(height, self.lift_range[0]), self.lift_range[1])])
 
     def parse_object(self, msg: m.PoseStamped) -> np.ndarray:
         """``[x, y, z, qw, qx, qy, qz]`` of the object, the quaternion normalized; a ``ValueError`` for a pose in
         another frame, non-finite, not a unit quaternion, or outside the workspace box (a tracking error: the
         policy never saw an object there)."""
-        if msg.frame_id != self.object_frame:
-            raise ValueError(f"object pose is in frame {msg.frame_id!r}; the policy was trained on poses in "
-                             f"{self.object_frame!r} (transform it there, e.g. with tf2, before publishing)")
-        pose = np.concatenate([np.asarray(msg.position, dtype=np.float64).reshape(-1),
-                               np.asarray(msg.orientation, dtype=np.float64).reshape(-1)])
-        if pose.shape != (7,) or not np.all(np.isfinite(pose)):
-            raise ValueError("object pose must be a finite position and quaternion")
-        norm = float(np.linalg.norm(pose[3:]))
-        if abs(norm - 1.0) > 0.05:
-            raise ValueError(f"object pose orientation is not a unit quaternion (norm {norm:.3f})")
+        pose = _checked_pose(msg, self.object_frame, "object pose")
         if not self.box.contains(pose[:3]):
             raise ValueError(f"object at {pose[:3].round(3).tolist()} m lies outside the workspace box "
                              f"{self.box.bounds.round(3).tolist()}")
-        return np.concatenate([pose[:3], pose[3:] / norm])
+        return pose
 
     def ee_position(self, joint_pos: np.ndarray) -> np.ndarray:
         """The end effector's position (m, base frame) at ``joint_pos`` (the ``ee_pos`` signal)."""

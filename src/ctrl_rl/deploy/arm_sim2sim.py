@@ -9,7 +9,7 @@ reach task does (a position uniform in the bundle's workspace box, the default o
 angles uniform in the task's ranges). Each target is judged as training judges an episode: a success
 when the end effector was within ``success_distance`` and ``success_angle`` of it for the last
 ``success_hold_steps`` control periods before the next one. ``success_rate`` is the verdict. A bundle with an
-object (insert) runs episodes instead (``object_sim2sim.py``: :class:`~.object_sim2sim.InsertBridge`).
+object (insert, lift) runs episodes instead (``object_sim2sim.py``).
 
 Run by ``ctrl-rl deploy sim2sim <arm bundle>``. Needs numpy, mujoco, pyyaml; never torch.
 """
@@ -22,6 +22,7 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +72,7 @@ class ArmBridgeConfig:
     pose_command_topic: str = "pose_command"
     status_topic: str = "ctrl_rl/status"
     object_pose_topic: str = "object_pose"
+    lift_command_topic: str = "lift_command"
     estop_topic: str = "estop"
     start_topic: str = "ctrl_rl/start"
 
@@ -109,6 +111,9 @@ class ArmBridge:
         self._lock = threading.Lock()
         self._command: tuple[np.ndarray, np.ndarray | None, np.ndarray | None] | None = None
         self.node_mode: str | None = None
+        self.node_stop: str | None = None
+        """Why the node was stopped (its status's ``stop``: the run's end, a signal), not a fault; None while it
+        runs."""
         self.target: np.ndarray | None = None
         """The pose target being sent ``[x, y, z, qw, qx, qy, qz]``; None until the node's policy runs."""
         self._target_start = 0
@@ -119,7 +124,7 @@ class ArmBridge:
         self.stats = {"commands": 0, "rejected": 0, "published": 0, "physics_steps": 0}
         self._stop = threading.Event()
         self._pub_js = transport.publisher(cfg.joint_states_topic, m.JointState)
-        self._pub_pose = transport.publisher(cfg.pose_command_topic, m.Float64MultiArray)
+        self._pub_pose = transport.publisher(cfg.pose_command_topic, m.PoseStamped)
         transport.subscribe(cfg.joint_command_topic, m.Float64MultiArray, self._on_command)
         transport.subscribe(cfg.status_topic, m.String, self._on_status, qos=TopicQos("reliable", 1, "transient_local"))
 
@@ -136,7 +141,8 @@ class ArmBridge:
 
     def _on_status(self, msg: m.String) -> None:
         try:
-            self.node_mode = json.loads(msg.data).get("mode")
+            status = json.loads(msg.data)
+            self.node_mode, self.node_stop = status.get("mode"), status.get("stop")
         except (ValueError, AttributeError):
             return
 
@@ -196,7 +202,8 @@ class ArmBridge:
         """Once per control period: judge the target, draw the next, send it."""
         self._judge_and_draw(k)
         if self.target is not None:
-            self._pub_pose(m.Float64MultiArray(self.target.copy(), [("pose", 7, 1)]))
+            self._pub_pose(m.PoseStamped(time.time(), self.target[:3].copy(), self.target[3:].copy(),
+                                         self.arm.base_body))
 
     def run(self, duration: float | None = None, summary_path: str = "") -> dict[str, Any]:
         """Real time until :meth:`stop` or ``duration`` s; the summary also written every 0.5 s of sim time."""
@@ -243,13 +250,13 @@ def verdict(meta: dict[str, Any], status: dict[str, Any], sim: dict[str, Any]) -
     mode, holds = status.get("mode_at_stop") or status["mode"], status.get("workspace_holds", 0)
     nan = float("nan")
     if meta.get("object"):
-        return (f"insert verdict: {sim.get('episodes', 0)} episodes while the policy ran, success rate "
-                f"{sim.get('success_rate', nan):.3f} (the peg down the hole for the last 0.2 s, as in training); "
+        return (f"{meta.get('task', 'object')} verdict: {sim.get('episodes', 0)} episodes while the policy ran, "
+                f"success rate {sim.get('success_rate', nan):.3f} ({sim.get('rule', '?')}, as in training); "
                 f"{sim.get('cut_short', 0)} cut short by a fault; {holds} commands held inside the workspace box",
                 {"mode": mode, "episodes": sim.get("episodes", 0), "success_rate": sim.get("success_rate", nan),
-                 "insertion_depth": sim.get("insertion_depth", nan), "lateral_error": sim.get("lateral_error", nan),
-                 "cut_short": sim.get("cut_short", 0), "object_poses": status.get("object_pose", 0),
-                 "workspace_holds": holds, "clamped": status["clamped"], "deadline_misses": status["deadline_misses"]})
+                 **sim.get("measures", {}), "cut_short": sim.get("cut_short", 0),
+                 "object_poses": status.get("object_pose", 0), "workspace_holds": holds, "clamped": status["clamped"],
+                 "deadline_misses": status["deadline_misses"]})
     return (f"reach verdict: {sim.get('targets', 0)} targets judged while the policy ran, success rate "
             f"{sim.get('success_rate', nan):.3f} (within 2 cm and 0.1 rad for the last 0.2 s of each, as in "
             f"training); {holds} commands held inside the workspace box",
@@ -259,9 +266,9 @@ def verdict(meta: dict[str, Any], status: dict[str, Any], sim: dict[str, Any]) -
              "deadline_misses": status["deadline_misses"]})
 
 
-def main(argv: list[str] | None = None, bridge_cls: type[ArmBridge] = ArmBridge, prog: str = "arm_sim2sim",
-         doc: str = __doc__) -> None:
-    """The bridge process: ``bridge_cls`` on the transport until SIGTERM or ``--duration``."""
+def main(argv: list[str] | None = None, bridge_cls: Callable[[ArmBridgeConfig, Any], ArmBridge] = ArmBridge,
+         prog: str = "arm_sim2sim", doc: str = __doc__) -> None:
+    """The bridge process: ``bridge_cls(cfg, transport)`` on the transport until SIGTERM or ``--duration``."""
     ap = argparse.ArgumentParser(prog=f"python -m ctrl_rl.deploy.{prog}", description=doc.split("\n\n")[0])
     ap.add_argument("--robot", required=True, help="arm YAML (name or path)")
     ap.add_argument("--settings", required=True, help="JSON: ArmBridgeConfig fields (workspace, control_dt, ...)")

@@ -73,6 +73,13 @@ class Float64MultiArray:
 
 
 @dataclass
+class Float64:
+    """``std_msgs/msg/Float64``: one set point (a lift bundle's target height)."""
+
+    data: float = 0.0
+
+
+@dataclass
 class Bool:
     """``std_msgs/msg/Bool`` (e-stop, start)."""
 
@@ -113,6 +120,7 @@ MESSAGE_TYPES: dict[str, type] = {
     "geometry_msgs/msg/Twist": Twist,
     "geometry_msgs/msg/PoseStamped": PoseStamped,
     "std_msgs/msg/Float64MultiArray": Float64MultiArray,
+    "std_msgs/msg/Float64": Float64,
     "std_msgs/msg/Bool": Bool,
     "std_msgs/msg/String": String,
     "diagnostic_msgs/msg/DiagnosticArray": DiagnosticArray,

@@ -15,7 +15,8 @@ What it guarantees (docs/deploy.md lists the test of each):
    operator's start message (``safety.auto_start`` false, the default; sim2sim turns it on).
 8. An arm bundle's policy commands keep its end effector inside the workspace box (``arm_node.py``).
 9. An arm bundle that observes an object needs a fresh, checked object pose in its frame (``arm_node.py``):
-   without one the node does not stand up, and one that goes stale ends in damping.
+   without one the node does not stand up, and one that goes stale ends in damping. A lift bundle also needs
+   a finite target height (clipped into its training range) before it stands up.
 
 Transport-neutral: it speaks :mod:`ctrl_rl.deploy.messages` through a
 :class:`~ctrl_rl.deploy.transports.Transport` (plain DDS or rclpy), so the same core runs on a
@@ -107,6 +108,8 @@ class DeployNode:
         """``clamped``: commands in which :func:`~ctrl_rl.deploy.safety.clamp_targets` moved a target."""
         topics = {**({"height_scan": params.height_map_topic} if self.height_map is not None else {}),
                   **({"object_pose": params.object_pose_topic} if self.arm is not None and self.arm.observes_object
+                     else {}),
+                  **({"lift_command": params.lift_command_topic} if self.arm is not None and self.arm.lift_range
                      else {})}
         self.inputs = NodeInputs(p.joint_names, self.safety_cfg, self.joint_limits, self.command_ranges, self.arm,
                                  self.height_map, self.counters, topics)
@@ -143,12 +146,16 @@ class DeployNode:
             transport.subscribe(params.cmd_vel_topic, m.Twist, inputs.on_cmd_vel, qos=q.cmd_vel)
         else:  # an arm: no IMU, and a pose target in place of a velocity command
             self.counters["pose_command"] = 0
-            transport.subscribe(params.pose_command_topic, m.Float64MultiArray, inputs.on_pose_command,
+            transport.subscribe(params.pose_command_topic, m.PoseStamped, inputs.on_pose_command,
                                 qos=q.pose_command)
             if self.arm.observes_object:
                 self.counters["object_pose"] = 0
                 transport.subscribe(params.object_pose_topic, m.PoseStamped, inputs.on_object_pose,
                                     qos=q.object_pose)
+            if self.arm.lift_range is not None:
+                self.counters["lift_command"] = 0
+                transport.subscribe(params.lift_command_topic, m.Float64, inputs.on_lift_command,
+                                    qos=q.lift_command)
         transport.subscribe(params.estop_topic, m.Bool, inputs.on_estop, qos=q.estop)
         transport.subscribe(params.start_topic, m.Bool, self._on_start, qos=q.start)
         if self.height_map is not None:

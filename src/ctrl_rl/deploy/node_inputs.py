@@ -16,6 +16,7 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -35,12 +36,14 @@ Joints = tuple[np.ndarray, np.ndarray, float]
 Stamped = tuple[np.ndarray, float]
 """A value and its receive time (an IMU reading adds its gyro: quat wxyz, gyro, t)."""
 Sources = dict[str, Stamped]
-"""The latest reading of each external source by signal (``height_scan``, ``object_pose``)."""
+"""The latest reading of each external source by signal (``height_scan``, ``object_pose``, ``lift_command``)."""
 
 
 SOURCE_TIMEOUTS = {"height_scan": ("height map", "height_map_timeout"),
-                   "object_pose": ("object pose", "object_pose_timeout")}
-"""Each external source in words and the ``safety`` parameter that bounds its age."""
+                   "object_pose": ("object pose", "object_pose_timeout"),
+                   "lift_command": ("lift command", None)}
+"""Each external source in words and the ``safety`` parameter that bounds its age (None: a set point, which
+holds until the next one)."""
 
 
 class MalformedMessage(ValueError):
@@ -127,6 +130,8 @@ class NodeInputs:
             what, limit = SOURCE_TIMEOUTS[name]
             if name not in sources:
                 return f"no {what} received yet on {topic!r}"
+            if limit is None:
+                continue
             age, timeout = now - sources[name][1], getattr(self.safety_cfg, limit)
             if age > timeout:
                 return f"{what} is stale: {age * 1e3:.0f} ms old (> {limit} {timeout * 1e3:.0f} ms)"
@@ -243,7 +248,7 @@ class NodeInputs:
             self.cmd = (cmd, time.monotonic())
             self.counters["cmd_vel"] += 1
 
-    def on_pose_command(self, msg: m.Float64MultiArray) -> None:
+    def on_pose_command(self, msg: m.PoseStamped) -> None:
         try:
             pose = self.arm.parse_pose(msg)
         except ValueError as e:
@@ -253,26 +258,30 @@ class NodeInputs:
             self.cmd = (pose, time.monotonic())
             self.counters["pose_command"] += 1
 
-    def on_height_map(self, msg: m.Float64MultiArray) -> None:
+    def _store_source(self, signal: str, counter: str, what: str,
+                      parse: Callable[[], tuple[np.ndarray, float]]) -> None:
+        """Store ``parse()``'s (value, receive time) as the external source ``signal``, counted under
+        ``counter``; a refusal (``ValueError``) names ``what`` and stores nothing."""
         try:
-            scan = self.height_map.parse(msg, self.safety_cfg.max_height_map)
-        except ValueError as e:
-            self.reject(f"height map refused: {e}")
+            value, t = parse()
+        except ValueError as e:  # MalformedMessage too
+            self.reject(f"{what} refused: {e}")
             return
         with self.lock:
-            self.sources["height_scan"] = (scan, time.monotonic())
-            self.counters["height_map"] += 1
+            self.sources[signal] = (value, t)
+            self.counters[counter] += 1
+
+    def on_height_map(self, msg: m.Float64MultiArray) -> None:
+        self._store_source("height_scan", "height_map", "height map", lambda: (
+            self.height_map.parse(msg, self.safety_cfg.max_height_map), time.monotonic()))
 
     def on_object_pose(self, msg: m.PoseStamped) -> None:
-        try:
-            pose = self.arm.parse_object(msg)
-            t = self.receive_time(msg.stamp, "object pose")
-        except (ValueError, MalformedMessage) as e:
-            self.reject(f"object pose refused: {e}")
-            return
-        with self.lock:
-            self.sources["object_pose"] = (pose, t)
-            self.counters["object_pose"] += 1
+        self._store_source("object_pose", "object_pose", "object pose", lambda: (
+            self.arm.parse_object(msg), self.receive_time(msg.stamp, "object pose")))
+
+    def on_lift_command(self, msg: m.Float64) -> None:
+        self._store_source("lift_command", "lift_command", "lift command", lambda: (
+            self.arm.parse_lift(msg), time.monotonic()))
 
     def on_estop(self, msg: m.Bool) -> None:
         if msg.data:

@@ -70,6 +70,8 @@ class QosParams:
     """An arm's end-effector target: an operator input, like ``cmd_vel``."""
     object_pose: TopicQos = field(default_factory=_sensor)
     """Sensor data like the robot state: a late object pose is worse than the next one."""
+    lift_command: TopicQos = field(default_factory=_reliable)
+    """A lift bundle's target height: an operator input, like ``cmd_vel``."""
 
 
 
@@ -93,10 +95,16 @@ class NodeParams:
     (``deploy/height_map.py`` has the layout), subscribed only for a bundle whose policy observes
     ``height_scan``; "" = this robot has no terrain perception (such a bundle is then refused)."""
     pose_command_topic: str = "pose_command"
-    """An arm bundle's end-effector target: ``std_msgs/Float64MultiArray`` of ``[x, y, z, qw, qx, qy, qz]``
-    (m, the arm's base frame), the position clipped into the task's target box; until one arrives the
-    target is the end effector's pose at the default pose (docs/deploy.md, "Arms"). Legged bundles: unused.
-    An arm bundle subscribes to neither ``imu_topic`` nor ``cmd_vel_topic``."""
+    """An arm bundle's end-effector target: ``geometry_msgs/PoseStamped`` whose ``header.frame_id`` is the
+    bundle's ``pose_command.frame`` (the arm's base body), the position clipped into the task's target box;
+    until one arrives the target is the end effector's pose at the default pose (docs/deploy.md, "Arms").
+    Legged bundles: unused. An arm bundle subscribes to neither ``imu_topic`` nor ``cmd_vel_topic``."""
+    lift_command_topic: str = "lift_command"
+    """A lift bundle's target height of the object above the table: ``std_msgs/Float64`` (m), clipped into the
+    training range (the bundle's ``object.lift_height``), subscribed only for a bundle whose policy observes
+    ``lift_command``. A set point: the node does not stand up before one arrives, and the latest holds (it
+    does not go stale). "" = this robot has no such source (such a bundle is then refused). docs/deploy.md,
+    "Arms"."""
     object_pose_topic: str = "object_pose"
     """``geometry_msgs/PoseStamped`` of the manipulated object (motion capture, a fiducial tracker,
     perception), subscribed only for an arm bundle whose policy observes ``object_pose`` or ``object_to_ee``:
@@ -150,7 +158,8 @@ class NodeParams:
         if isinstance(self.qos, dict):
             self.qos = from_flat(QosParams, self.qos, "qos.")
         for name, tp in (("bundle", str), ("rate_hz", float), ("command_format", str), ("passive_output", str),
-                         ("height_map_topic", str), ("object_pose_topic", str), ("unitree_family", str),
+                         ("height_map_topic", str), ("object_pose_topic", str), ("lift_command_topic", str),
+                         ("unitree_family", str),
                          ("command_joint_names", list[str]), ("realtime_priority", int), ("record_dir", str)):
             setattr(self, name, check_value(name, getattr(self, name), tp))
         if self.command_format not in COMMAND_FORMATS:
@@ -180,9 +189,10 @@ class NodeParams:
     def sources(self) -> tuple[str, ...]:
         """The external signals this robot provides (``RobotPolicy(sources=...)``): ``height_scan``
         when a height-map topic is configured, ``object_pose`` (and the term ``object_to_ee`` it feeds) when an
-        object pose topic is."""
+        object pose topic is, ``lift_command`` when a lift command topic is."""
         return (("height_scan",) if self.height_map_topic else ()) + \
-            (("object_pose", "object_to_ee") if self.object_pose_topic else ())
+            (("object_pose", "object_to_ee") if self.object_pose_topic else ()) + \
+            (("lift_command",) if self.lift_command_topic else ())
 
     def flat(self) -> dict[str, Any]:
         """ROS-style flat parameters (``safety.state_timeout``), for declaring them on a node."""

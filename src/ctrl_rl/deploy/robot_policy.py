@@ -68,8 +68,9 @@ class RobotPolicy:
             if t.name in EXTERNAL_TERMS and t.name not in sources:
                 raise ValueError(f"the bundle's policy observes {t.name!r}, which needs {EXTERNAL_TERMS[t.name]}; "
                                  f"this robot has none configured. Provide the source (the deploy node: "
-                                 f"height_map_topic, object_pose_topic; docs/deploy.md) or train a policy without "
-                                 f"it (for terrain: task.kwargs.actor_height_scan=false, the default)")
+                                 f"height_map_topic, object_pose_topic, lift_command_topic; docs/deploy.md) or "
+                                 f"train a policy without it (for terrain: task.kwargs.actor_height_scan=false, "
+                                 f"the default)")
             if t.name not in ROBOT_TERMS and t.name not in EXTERNAL_TERMS:
                 raise ValueError(f"the bundle's policy observes {t.name!r}, a simulator-only (privileged) term no "
                                  f"robot measures; robot terms: {list(ROBOT_TERMS)}")

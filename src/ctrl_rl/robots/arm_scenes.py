@@ -1,10 +1,10 @@
 """What arm tasks put beside the arm, and the geometry of their success: numpy and MuJoCo only.
 
-The insert task's peg and socket (:func:`add_peg_and_socket`) and the peg's place in the hole
-(:func:`peg_in_hole`, :func:`inserted`) live here, not in the task's torch module, so that the sim2sim
-bridge (``ctrl_rl.deploy.arm_sim2sim``, a process without torch) rebuilds the very scene training ran and
-judges an episode by the very rule ``ctrl-rl eval`` uses. The functions are array-generic: numpy arrays
-and torch tensors alike.
+The lift task's cube (:func:`add_cube`), the insert task's peg and socket (:func:`add_peg_and_socket`) and
+the peg's place in the hole (:func:`peg_in_hole`, :func:`inserted`) live here, not in the task's torch module,
+so that the sim2sim bridges (``ctrl_rl.deploy.object_sim2sim``, processes without torch) rebuild the very
+scene training ran and judge an episode by the very rule ``ctrl-rl eval`` uses. The functions are
+array-generic: numpy arrays and torch tensors alike.
 """
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ from typing import Any, Protocol
 import mujoco
 import numpy as np
 
+CUBE = "cube"
+"""The lift task's cube: its body, free joint (``cube_joint``), geom (``cube_geom``) and sensors (``object_pos``,
+``object_quat``)."""
 PEG, SOCKET = "peg", "socket"
 """The peg's body (geom ``peg_geom``, tip site ``peg_tip``) and the socket's body (joints ``socket_x``,
 ``socket_y``, ``socket_yaw``; walls ``socket_wall<k>``; sensors ``socket_pos``, ``socket_quat``)."""
@@ -62,6 +65,20 @@ def site_pose(spec: mujoco.MjSpec, site: str) -> tuple[np.ndarray, np.ndarray]:
     model = spec.compile()
     i = model.site(site).id
     return model.site_pos[i].copy(), model.site_quat[i].copy()
+
+
+def add_cube(spec: mujoco.MjSpec, half_size: float, mass: float, frame: str) -> None:
+    """A free box of ``half_size`` and ``mass`` (colliding with the table and the arm's colliding geoms) and
+    two sensors, ``object_pos`` and ``object_quat``: its pose in body ``frame``'s frame. Its contacts take its
+    own friction (priority 1: the randomized sliding friction is the one that acts) with torsional and
+    rolling friction (condim 6, mjlab's fingertip values), so a pinched cube does not spin about the fingers."""
+    body = spec.worldbody.add_body(name=CUBE, pos=[0.3, 0.0, half_size])
+    body.add_freejoint(name=f"{CUBE}_joint")
+    body.add_geom(name=f"{CUBE}_geom", type=mujoco.mjtGeom.mjGEOM_BOX, size=[half_size] * 3, mass=mass,
+                  contype=1, conaffinity=1, condim=6, friction=[1.0, 5e-3, 5e-4], priority=1,
+                  rgba=[0.8, 0.2, 0.2, 1.0])
+    add_pose_sensors(spec, "object", mujoco.mjtObj.mjOBJ_XBODY, CUBE, frame)
+    extend_keyframes(spec, (0.3, 0.0, half_size, 1.0, 0.0, 0.0, 0.0), 6)  # the cube rests where the body puts it
 
 
 def add_peg_and_socket(spec: mujoco.MjSpec, g: PegSocketGeometry, frame: str, ee_site: str) -> None:

@@ -206,7 +206,8 @@ ROBOT_TERMS = ("base_ang_vel", "projected_gravity", "velocity_commands", "joint_
 
 EXTERNAL_TERMS = {"height_scan": "a height-map source (terrain perception)",
                   "object_pose": "an object pose source (motion capture or perception)",
-                  "object_to_ee": "an object pose source (motion capture or perception)"}
+                  "object_to_ee": "an object pose source (motion capture or perception)",
+                  "lift_command": "a lift target source (the operator's target height)"}
 """Terms a robot can observe only from an extra source, by term: what provides it. A deploy
 node refuses a bundle whose actor needs one unless that source is configured."""
 

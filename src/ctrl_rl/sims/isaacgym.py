@@ -111,6 +111,8 @@ class IsaacGymVecEnv(VecEnv):
         self._captured: dict[str, torch.Tensor] | None = None
         self._rng = self._global_rng()
         """This env's random stream: the global generators' states while the task runs."""
+        self._generator = torch.Generator().manual_seed(0 if seed is None else int(seed))
+        """The adapter's own draws (:meth:`stagger_episodes`)."""
         self.final_obs_source = self._install_hook()
         self.episode_return = torch.zeros(self.num_envs, device=self.device)
         self.episode_length = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
@@ -203,6 +205,14 @@ class IsaacGymVecEnv(VecEnv):
                 "episode": episode, "log": log_scalars}
         self._previous = obs
         return obs, reward, terminated, truncated, info
+
+    def stagger_episodes(self) -> None:
+        """Every env's episode moved to a random step in ``[0, max_episode_length)``: legged_gym's own counter
+        (``episode_length_buf``, which its time-outs read; its runner's ``init_at_random_ep_len``) and this
+        adapter's episode statistics, drawn from the adapter's generator (seeded with the env)."""
+        drawn = torch.randint(0, self.max_episode_length, (self.num_envs,), generator=self._generator)
+        self.env.episode_length_buf.copy_(drawn.to(self.device, self.env.episode_length_buf.dtype))
+        self.episode_length.copy_(drawn.to(self.device))
 
     # -- state (only where the task itself can give it: the stand-in; legged_gym cannot) ------
     @property

@@ -93,6 +93,8 @@ class IsaacLabVecEnv(VecEnv):
         self._capturing = False
         self._captured: Any = None
         self._last_log: Any = None
+        self._generator = torch.Generator().manual_seed(0 if seed is None else int(seed))
+        """This adapter's own draws (:meth:`stagger_episodes`); the env keeps its own RNGs."""
         self.final_obs_source = self._install_final_obs(cfg)
         obs = self.reset(seed=seed)
         self.obs_dims = {k: int(v.shape[1]) for k, v in obs.items()}
@@ -193,9 +195,11 @@ class IsaacLabVecEnv(VecEnv):
         info_log = self._new_log(extras)
 
         final_obs = obs
+        episode_metrics: dict[str, torch.Tensor] = {}
         if self.final_obs_source == "manual_reset":
             ids = done.nonzero().squeeze(-1)
             if ids.numel() > 0:  # a host sync, as in mjlab's own step
+                episode_metrics = self._command_successes()  # before the reset clears them
                 fresh_raw, reset_extras = self.env.reset(env_ids=ids)
                 fresh = self._groups(fresh_raw)
                 obs = {k: torch.where(done[:, None], fresh[k], v) for k, v in obs.items()}
@@ -215,8 +219,43 @@ class IsaacLabVecEnv(VecEnv):
             "final_obs": final_obs,
             "episode": {"return": episode_return, "length": length},
             "log": info_log,
+            **({"episode_metrics": episode_metrics} if episode_metrics else {}),
         }
         return obs, reward, terminated, truncated, info
+
+    def _command_successes(self) -> dict[str, torch.Tensor]:
+        """The success of each command term that keeps one (mjlab's manipulation commands latch
+        ``metrics["episode_success"]`` once the object reached its goal since the target was drawn) as
+        ``success_rate`` (``<term>/success_rate`` when several do): the contract's ``episode_metrics``, which
+        ``ctrl-rl eval`` averages over episodes. Read before the adapter resets finished rows."""
+        manager = getattr(self.env, "command_manager", None)
+        if manager is None or not hasattr(manager, "active_terms"):
+            return {}
+        found = {}
+        for name in manager.active_terms:
+            metrics = getattr(manager.get_term(name), "metrics", {})
+            if torch.is_tensor(metrics.get("episode_success")):
+                found[name] = metrics["episode_success"].to(self.device, torch.float32, copy=True).reshape(-1)
+        if len(found) == 1:
+            return {"success_rate": next(iter(found.values()))}
+        return {f"{name}/success_rate": v for name, v in found.items()}
+
+    def stagger_episodes(self) -> None:
+        """Every env's episode moved to a random step in ``[0, max_episode_length)``, in the env's own step
+        counter (``episode_length_buf``: what Isaac Lab's and mjlab's time-out terms read, and what rsl_rl's
+        ``init_at_random_ep_len`` sets) and in this adapter's episode statistics, drawn from the adapter's
+        generator (seeded with the env)."""
+        buf = getattr(self.env, "episode_length_buf", None)
+        if not torch.is_tensor(buf):
+            raise NotImplementedError(f"{type(self.env).__name__} has no episode_length_buf to stagger; set "
+                                      "runner.stagger_episodes=false")
+        drawn = torch.randint(0, self.max_episode_length, (self.num_envs,), generator=self._generator)
+        buf.copy_(drawn.to(buf.device, buf.dtype))
+        self._episode_length = drawn.to(self.device, torch.int64)
+
+    @property
+    def supports_stagger(self) -> bool:
+        return torch.is_tensor(getattr(self.env, "episode_length_buf", None))
 
     def close(self) -> None:
         try:

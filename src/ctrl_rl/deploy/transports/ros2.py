@@ -25,6 +25,7 @@ from ..messages import (
     Bool,
     DiagnosticArray,
     DiagnosticStatus,
+    Float64,
     Float64MultiArray,
     Imu,
     JointState,
@@ -66,6 +67,7 @@ try:
     from sensor_msgs.msg import Imu as RosImu
     from sensor_msgs.msg import JointState as RosJointState
     from std_msgs.msg import Bool as RosBool
+    from std_msgs.msg import Float64 as RosFloat64
     from std_msgs.msg import Float64MultiArray as RosFloat64MultiArray
     from std_msgs.msg import MultiArrayDimension
     from std_msgs.msg import String as RosString
@@ -204,6 +206,7 @@ CONVERTERS: dict[type, tuple[type, Callable[[Any], Any], Callable[[Any], Any]]] 
     Twist: (RosTwist, _twist_to_ros, _twist_from_ros),
     PoseStamped: (RosPoseStamped, _pose_to_ros, _pose_from_ros),
     Float64MultiArray: (RosFloat64MultiArray, _f64ma_to_ros, _f64ma_from_ros),
+    Float64: (RosFloat64, lambda m: RosFloat64(data=float(m.data)), lambda r: Float64(float(r.data))),
     Bool: (RosBool, lambda m: RosBool(data=bool(m.data)), lambda r: Bool(r.data)),
     String: (RosString, lambda m: RosString(data=m.data), lambda r: String(r.data)),
     DiagnosticArray: (RosDiagnosticArray, _diag_to_ros, _diag_from_ros),

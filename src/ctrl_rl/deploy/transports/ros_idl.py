@@ -113,6 +113,11 @@ class Float64MultiArray_(IdlStruct, typename="std_msgs::msg::dds_::Float64MultiA
 
 
 @dataclass
+class Float64_(IdlStruct, typename="std_msgs::msg::dds_::Float64_"):
+    data: float64
+
+
+@dataclass
 class Bool_(IdlStruct, typename="std_msgs::msg::dds_::Bool_"):
     data: bool
 
@@ -242,6 +247,7 @@ CONVERTERS: dict[type, tuple[type[IdlStruct], Callable[[Any], IdlStruct], Callab
               lambda s: m.Twist(linear=_unvec3(s.linear), angular=_unvec3(s.angular))),
     m.PoseStamped: (PoseStamped_, _to_pose, _from_pose),
     m.Float64MultiArray: (Float64MultiArray_, _to_multiarray, _from_multiarray),
+    m.Float64: (Float64_, lambda x: Float64_(data=float(x.data)), lambda s: m.Float64(data=float(s.data))),
     m.Bool: (Bool_, lambda x: Bool_(data=bool(x.data)), lambda s: m.Bool(data=bool(s.data))),
     m.String: (String_, lambda x: String_(data=str(x.data)), lambda s: m.String(data=s.data)),
     m.DiagnosticArray: (DiagnosticArray_, _to_diagnostics, _from_diagnostics),

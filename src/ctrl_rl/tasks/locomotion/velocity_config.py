@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import mujoco
 
 from ctrl_rl.robots.action_filter import check_action_filters, check_lowpass
-from ctrl_rl.robots.physics import PhysicsProfile, set_physics
+from ctrl_rl.robots.physics import CONES, PhysicsProfile, set_physics
 from ctrl_rl.robots.terms import ObsTerm
 
 if TYPE_CHECKING:
@@ -144,6 +144,13 @@ class VelocityTaskConfig:
     """Line-search iterations per solver iteration at most (``<option ls_iterations>``; mjlab: 20)."""
     solver_tolerance: float = 1e-8
     """Solver stops when the relative cost improvement is below this (``<option tolerance>``)."""
+    cone: str = "pyramidal"
+    """Friction cone (``pyramidal``, mjlab's and MuJoCo's default, or ``elliptic``), replacing the MJCF's."""
+    impratio: float = 1.0
+    """Frictional-to-normal impedance ratio, replacing the MJCF's (with an elliptic cone, above 1 makes
+    friction stiffer: Menagerie's quadrupeds set 100). ``cone=elliptic impratio=100`` trains on such an MJCF's
+    contact model with the task's solver budget, where ``physics: mjcf`` in the robot YAML would keep all of
+    its options (docs/robots.md)."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -179,6 +186,9 @@ class VelocityTaskConfig:
             raise ValueError(f"reward term(s) {clocked} follow the gait clock, which task.kwargs.gait_period=0 "
                              "turns off; set their weights to 0 (task.kwargs.rewards.<term>=0) or a period "
                              "(e.g. task.kwargs.gait_period=0.5)")
+        if self.cone not in CONES or not self.impratio > 0:
+            raise ValueError(f"task.kwargs.cone must be one of {sorted(CONES)} and impratio > 0 (e.g. elliptic, "
+                             f"100), got {self.cone!r}, {self.impratio}")
         if self.solver_iterations < 1 or self.ls_iterations < 1 or not self.solver_tolerance >= 0:
             raise ValueError("task.kwargs.solver_iterations and ls_iterations must be >= 1 and solver_tolerance "
                              f">= 0 (e.g. 10, 20, 1e-8), got {self.solver_iterations}, {self.ls_iterations}, "
@@ -186,10 +196,10 @@ class VelocityTaskConfig:
 
     def apply_physics(self, model: mujoco.MjModel, robot: RobotConfig) -> mujoco.MjModel:
         """The task's physics profile on the compiled ``model`` (every backend steps it): the physics step,
-        the solver budget, and a pyramidal cone with impratio 1 unless the robot's YAML says
+        the solver budget, and the friction cone and impratio (pyramidal, 1 by default) unless the robot's YAML says
         ``physics: mjcf`` (``robots/physics.py``)."""
         set_physics(model, PhysicsProfile(self.physics_dt, self.decimation, self.solver_iterations,
-                                          self.ls_iterations, self.solver_tolerance), robot)
+                                          self.ls_iterations, self.solver_tolerance, self.cone, self.impratio), robot)
         return model
 
     @classmethod

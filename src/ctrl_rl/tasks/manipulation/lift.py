@@ -1,8 +1,8 @@
 """Lift: an arm grasps a cube on the table and holds it at a target height.
 
 Written against the task contract (``ctrl_rl.task``) on an arm robot (``ctrl_rl.robots.arm``), so it runs on
-every MuJoCo-family backend. The cube is added to the arm's model by an MJCF edit (:func:`add_cube`: a free
-joint, a box geom, and frame sensors of its pose in the arm's base frame); its pose, friction and mass are
+every MuJoCo-family backend. The cube is added to the arm's model by an MJCF edit (``arm_scenes.add_cube``: a
+free joint, a box geom, and frame sensors of its pose in the arm's base frame); its pose, friction and mass are
 drawn as :class:`~.lift_config.LiftConfig` says. The policy moves every actuated joint, the gripper's too, and
 observes the terms of ``ctrl_rl.robots.terms``: joint positions and velocities, the cube's pose, the cube
 relative to the end effector, the target height and the last action. Rewards are the terms of ``rewards.py:
@@ -20,31 +20,13 @@ import mujoco
 import torch
 
 from ctrl_rl.robots.arm import load_arm
-from ctrl_rl.robots.arm_scenes import add_pose_sensors, extend_keyframes
+from ctrl_rl.robots.arm_scenes import CUBE, add_cube
 from ctrl_rl.robots.terms import ObsTerm
 from ctrl_rl.tasks import register_task
 
 from .arm_task import ArmLayout, ArmTask, check_object
 from .lift_config import LiftConfig
 from .rewards import lift_terms
-
-CUBE = "cube"
-"""The cube's body, free joint (``cube_joint``), geom (``cube_geom``) and sensors (``object_pos``,
-``object_quat``)."""
-
-
-def add_cube(spec: mujoco.MjSpec, half_size: float, mass: float, frame: str) -> None:
-    """A free box of ``half_size`` and ``mass`` (colliding with the table and the arm's colliding geoms) and
-    two sensors, ``object_pos`` and ``object_quat``: its pose in body ``frame``'s frame. Its contacts take its
-    own friction (priority 1: the randomized sliding friction is the one that acts) with torsional and
-    rolling friction (condim 6, mjlab's fingertip values), so a pinched cube does not spin about the fingers."""
-    body = spec.worldbody.add_body(name=CUBE, pos=[0.3, 0.0, half_size])
-    body.add_freejoint(name=f"{CUBE}_joint")
-    body.add_geom(name=f"{CUBE}_geom", type=mujoco.mjtGeom.mjGEOM_BOX, size=[half_size] * 3, mass=mass,
-                  contype=1, conaffinity=1, condim=6, friction=[1.0, 5e-3, 5e-4], priority=1,
-                  rgba=[0.8, 0.2, 0.2, 1.0])
-    add_pose_sensors(spec, "object", mujoco.mjtObj.mjOBJ_XBODY, CUBE, frame)
-    extend_keyframes(spec, (0.3, 0.0, half_size, 1.0, 0.0, 0.0, 0.0), 6)  # the cube rests where the body puts it
 
 
 def yaw_quat(yaw: torch.Tensor) -> torch.Tensor:
@@ -79,7 +61,7 @@ class LiftTask(ArmTask):
 
     @classmethod
     def scene(cls, cfg: LiftConfig) -> Callable[[mujoco.MjSpec], None]:
-        """The cube (:func:`add_cube`), its mass the middle of ``object_mass`` until :meth:`randomize_model`."""
+        """The cube (``arm_scenes.add_cube``), its mass the middle of ``object_mass`` until :meth:`randomize_model`."""
         frame = load_arm(cfg.arm).base_body
         return lambda spec: add_cube(spec, cfg.cube_size, sum(cfg.object_mass) / 2, frame)
 
@@ -127,10 +109,19 @@ class LiftTask(ArmTask):
         check_object("lift", "cube", self.cube_pos, -self.cfg.cube_size)
 
     def deploy_metadata(self) -> dict[str, Any]:
-        """The arm's bundle entries (``ArmTask``) and what the cube is."""
-        c = self.cfg
-        return {**super().deploy_metadata(), "object": {"frame": self.arm.base_body, "half_size": c.cube_size,
-                                                       "lift_height": list(c.lift_height)}}
+        """The arm's bundle entries (``ArmTask``), what the cube is and how an episode is drawn and judged
+        (``object``: what sim2sim rebuilds the cell and its verdict from; ``lift_height`` is also the range the
+        node clips a lift command into), the contact model the grasp was trained on, and the end effector's
+        workspace: over the cube's start range, from the table to the highest target."""
+        c, profile = self.cfg, self.cfg.physics_profile()
+        draws = {k: list(getattr(c, k)) for k in ("cube_x", "cube_y", "cube_yaw", "lift_height", "object_friction",
+                                                  "object_mass")}
+        rule = {"success_tolerance": c.success_tolerance, "success_hold_steps": c.success_hold_steps,
+                "episode_length_s": c.episode_length_s}
+        workspace = [list(c.cube_x), list(c.cube_y), [0.0, c.lift_height[1] + c.cube_size]]
+        return {**super().deploy_metadata(), "workspace": workspace,
+                "object": {"kind": "cube", "frame": self.arm.base_body, "half_size": c.cube_size, **draws, **rule,
+                           "contact": {"cone": profile.cone, "impratio": profile.impratio}}}
 
 
 register_task("lift", config=LiftConfig, task=LiftTask)
