@@ -68,6 +68,8 @@ class ObjectBridge(ArmBridge):
         ``ended`` (the node was stopped, the run is over)."""
         self._phase_start = 0
         self._clean = True
+        self._nominal: dict[int, tuple[float, np.ndarray]] = {}
+        """Each drawn body's mass and inertia as built, which every draw scales from."""
         self.last: dict[str, float] = {}
         """The latest step's measures (:meth:`judge`): an episode's are its last step's."""
         self.reset_world()
@@ -110,11 +112,11 @@ class ObjectBridge(ArmBridge):
     def draw_physics(self, body: int, geom: int) -> None:
         """The object's mass (its inertia scaled with it) and sliding friction, uniform in the task's ranges."""
         model = self.model
-        if not hasattr(self, "_nominal"):
-            self._nominal = (float(model.body_mass[body]), model.body_inertia[body].copy())
+        built = (float(model.body_mass[body]), model.body_inertia[body].copy())
+        mass0, inertia0 = self._nominal.setdefault(body, built)
         mass = self.rng.uniform(*self.obj.object_mass)
         model.body_mass[body] = mass
-        model.body_inertia[body] = self._nominal[1] * mass / self._nominal[0]
+        model.body_inertia[body] = inertia0 * mass / mass0
         model.geom_friction[geom, 0] = self.rng.uniform(*self.obj.object_friction)
 
     def reset_world(self) -> None:
