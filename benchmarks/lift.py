@@ -12,7 +12,10 @@ from seed 2024; success: the cube's centre within 2 cm of the target height for 
    (default: the preset's, ``tasks/manipulation/tune/residual_lift.yaml``); the run's ``model_best.pt``
    (``runner.keep_best``) is the one scored, its saved checkpoints on the way beside it;
 4. ``ctrl-rl train task=lift`` (PPO from scratch, ``tune/ppo_lift.yaml``) stopped by SIGTERM after the wall
-   clock of 1-3 (its ``model_best.pt`` is the one scored, else its checkpoint at the stop).
+   clock of 1-3 (its ``model_best.pt`` is the one scored, else its checkpoint at the stop). ``--baselines ppo sac
+   pql fpo`` runs each of those learners from scratch the same way, one after the other (``tune/<algo>_lift.yaml``),
+   ``uni_o4`` Uni-O4 from the demonstrations of 1 to online (its wall clock with 1's), and ``--only-baselines
+   MINUTES`` runs only them, each for MINUTES (a pipeline's wall clock measured before; 1 first for Uni-O4).
 
 ``--task insert`` runs the same stages on the insert task (a held peg into a hole with 1 mm of clearance per
 side; ``tune/residual_insert.yaml``, no PPO preset of its own; success: the peg's tip 80 % down the hole on its
@@ -24,6 +27,7 @@ Usage::
     python benchmarks/lift.py                       # ~9-10 min on 2 shared cores (pipeline ~4-5 min, PPO as long)
     python benchmarks/lift.py --demos 2 --residual-iterations 1 --eval-episodes 2 --bc-passes 1 --envs 8   # smoke
     python benchmarks/lift.py --task insert
+    python benchmarks/lift.py --seed 2 --baselines sac pql fpo uni_o4 --only-baselines 11.6   # the other learners
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from ctrl_rl.app.collect import collect
 from ctrl_rl.app.evaluate import evaluate
 from ctrl_rl.app.train import train
 from ctrl_rl.utils.checkpoint_files import BEST_MODEL, checkpoint_iteration
-from ctrl_rl.utils.interrupts import Interrupted
+from ctrl_rl.utils.interrupts import GracefulStop, Interrupted
 
 EVAL_SEED = 2024
 BAR = 0.8
@@ -60,15 +64,32 @@ def timed(fn, *args, **kwargs) -> tuple[object, float]:
 
 
 def train_for(overrides: list[str], minutes: float) -> Path:
-    """Train until done or stopped by SIGTERM after ``minutes`` (the runner writes a checkpoint at the stop)."""
-    timer = threading.Timer(minutes * 60, os.kill, (os.getpid(), signal.SIGTERM))
+    """Train until done or stopped by SIGTERM after ``minutes`` (the runner writes a checkpoint at the stop). The
+    signal waits for training's handler (``GracefulStop``): before it, while the env is built, SIGTERM would kill."""
+    done = threading.Event()
+
+    def stop() -> None:
+        while GracefulStop.active is None and not done.wait(0.05):
+            pass
+        if not done.is_set():
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    timer = threading.Timer(minutes * 60, stop)
     timer.start()
     try:
         return train(overrides)
-    except Interrupted as stop:
-        return Path(stop.path).parent
+    except Interrupted as stop_:
+        return Path(stop_.path).parent
     finally:
+        done.set()
         timer.cancel()
+
+
+BASELINES = ("ppo", "sac", "pql", "fpo", "uni_o4")
+"""Learners ``--baselines`` can run beside the pipeline (each has a ``tune/<algo>_lift.yaml``): from scratch, but
+Uni-O4, which starts offline on the pipeline's demonstrations and goes online."""
+NAMES = {"ppo": "PPO from scratch", "sac": "SAC from scratch", "pql": "PQL from scratch", "fpo": "FPO from scratch",
+         "uni_o4": "Uni-O4, offline on the demonstrations then online"}
 
 
 def success(run: Path | str, episodes: int) -> float:
@@ -103,15 +124,26 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--eval-episodes", type=int, default=64)
     ap.add_argument("--root", default=None, help="where runs and the dataset go (default: a temp dir)")
+    ap.add_argument("--baselines", nargs="+", default=["ppo"], choices=BASELINES,
+                    help="learners trained from scratch at the pipeline's wall clock, one after the other")
+    ap.add_argument("--only-baselines", type=float, default=None, metavar="MINUTES",
+                    help="skip the pipeline: run only the baselines, each for MINUTES")
     args = ap.parse_args()
     noise = args.noise if args.noise is not None else NOISE[args.task]
     root = Path(args.root or tempfile.mkdtemp(prefix=f"{args.task}_"))
     common = [f"task={args.task}", f"seed={args.seed}", "runner.progress=false", f"runner.log_root={root}"]
+    envs = [] if args.envs is None else [f"env.num_envs={args.envs}"]
     data = str(root / f"{args.task}_{args.demos}.hdf5")
+    if args.only_baselines is not None:
+        t_collect = collect_demos(args, noise, data) if "uni_o4" in args.baselines else 0.0
+        rows = baselines(args, args.only_baselines, envs, common, data, t_collect)
+        print_table(args, rows)
+        print(f"RESULT task={args.task} seed={args.seed} baseline_minutes={args.only_baselines:.2f} "
+              + " ".join(f"{key(a)}={rate:.4f} {a}_minutes={minutes:.2f}"
+                         for a, (_, _, minutes, rate) in zip(args.baselines, rows, strict=True)))
+        return
     rows: list[tuple[str, str, float, float]] = []  # stage, run, minutes, success rate
-
-    _, t_collect = timed(collect, "scripted", [f"task={args.task}"], data, envs=16, noise=noise, seed=args.seed,
-                         episodes=args.demos, successful_only=True)
+    t_collect = collect_demos(args, noise, data)
     rows.append((f"collect {args.demos} scripted demos", data, t_collect, float("nan")))
     bc = ["algo=bc", f"dataset={data}", "env.num_envs=16", f"algo.num_passes={args.bc_passes}", *common]
     base, t_bc = timed(train, [*bc, f"algo.chunk_size={args.chunk}", "runner.run_name=bc"])
@@ -122,7 +154,6 @@ def main() -> None:
         rows.append((f"BC flow, chunk {args.chunk} (not the base)", str(flow), t_flow,
                      success(flow, args.eval_episodes)))
     length = [] if args.residual_iterations is None else [f"runner.max_iterations={args.residual_iterations}"]
-    envs = [] if args.envs is None else [f"env.num_envs={args.envs}"]
     residual, t_res = timed(train, ["algo=residual", f"algo.base={base}", "algo.base_execute=1", *length, *envs,
                                     "runner.run_name=residual", *common])
     models = sorted((m for m in residual.glob("model_*.pt") if checkpoint_iteration(m) >= 0), key=checkpoint_iteration)
@@ -132,23 +163,51 @@ def main() -> None:
     final_rate = rows[-1][3]
     rows.append((f"residual PPO on the BC base, {kept(residual)}", str(kept_model(residual)), t_res,
                  success(kept_model(residual), args.eval_episodes)))
+    bc_rate, res_rate = rows[1][3], rows[-1][3]
     pipeline = t_collect + t_bc + t_res
-    scratch, t_ppo = timed(train_for, ["algo=ppo", "runner.run_name=ppo_scratch", *envs, *common], pipeline)
-    rows.append((f"PPO from scratch, same wall clock, {kept(scratch)}", str(kept_model(scratch)), t_ppo,
-                 success(kept_model(scratch), args.eval_episodes)))
+    scratch = baselines(args, pipeline, envs, common, data, t_collect)
+    print_table(args, rows + scratch)
+    passed = max(bc_rate, res_rate) >= BAR and pipeline <= BUDGET_MINUTES
+    print(f"RESULT task={args.task} seed={args.seed} demos={args.demos} bc_success={bc_rate:.4f} "
+          f"residual_success={res_rate:.4f} residual_final_success={final_rate:.4f} "
+          + " ".join(f"{key(a)}={rate:.4f} {a}_minutes={minutes:.2f}"
+                     for a, (_, _, minutes, rate) in zip(args.baselines, scratch, strict=True))
+          + f" pipeline_minutes={pipeline:.2f} passed={int(passed)}")
 
+
+def key(algo: str) -> str:
+    """A baseline's success rate in the RESULT line: ``<algo>_scratch_success``, Uni-O4's ``uni_o4_success``."""
+    return f"{algo}_success" if algo == "uni_o4" else f"{algo}_scratch_success"
+
+
+def collect_demos(args: argparse.Namespace, noise: float, data: str) -> float:
+    """Stage 1: ``args.demos`` successful scripted episodes into ``data``; its wall clock (min)."""
+    _, minutes = timed(collect, "scripted", [f"task={args.task}"], data, envs=16, noise=noise, seed=args.seed,
+                       episodes=args.demos, successful_only=True)
+    return minutes
+
+
+def baselines(args: argparse.Namespace, minutes: float, envs: list[str], common: list[str], data: str,
+              t_collect: float) -> list[tuple]:
+    """Each of ``args.baselines`` (``tune/<algo>_<task>.yaml``) stopped after ``minutes`` of wall clock, Uni-O4 on
+    the demonstrations ``data`` after ``minutes - t_collect`` (they took ``t_collect``); its rows."""
+    rows = []
+    for algo in args.baselines:
+        extra, budget = ([f"dataset={data}"], max(minutes - t_collect, 0.0)) if algo == "uni_o4" else ([], minutes)
+        run, took = timed(train_for, [f"algo={algo}", f"runner.run_name={algo}_baseline", *extra, *envs, *common],
+                          budget)
+        took += t_collect if extra else 0.0
+        rows.append((f"{NAMES[algo]}, same wall clock, {kept(run)}", str(kept_model(run)), took,
+                     success(kept_model(run), args.eval_episodes)))
+    return rows
+
+
+def print_table(args: argparse.Namespace, rows: list[tuple[str, str, float, float]]) -> None:
     print(f"\n{args.task} (i2rt YAM), seed {args.seed}, {args.eval_episodes} evaluation episodes from seed {EVAL_SEED}")
     print("| stage | wall (min) | success rate | run |\n|---|---|---|---|")
     for stage, run, minutes, rate in rows:
         print(f"| {stage} | {'' if minutes != minutes else f'{minutes:.1f}'} | {'' if rate != rate else f'{rate:.3f}'} "
               f"| {run} |")
-    bc_rate, res_rate, ppo_rate = rows[1][3], rows[-2][3], rows[-1][3]
-    best = max(bc_rate, res_rate)
-    passed = best >= BAR and t_collect + t_bc + t_res <= BUDGET_MINUTES
-    print(f"RESULT task={args.task} seed={args.seed} demos={args.demos} bc_success={bc_rate:.4f} "
-          f"residual_success={res_rate:.4f} residual_final_success={final_rate:.4f} "
-          f"ppo_scratch_success={ppo_rate:.4f} pipeline_minutes={pipeline:.2f} "
-          f"ppo_minutes={t_ppo:.2f} passed={int(passed)}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Fuzz the deploy node from a peer process, over either transport, and check every command it sends.
 
-    python tests/deploy_fuzz.py BUNDLE_DIR --transport dds|rclpy|unitree [--cases a,b,...] [--bundle NAME]
+    python tests/deploy_fuzz.py BUNDLE_DIR --transport dds|rclpy|unitree [--cases a,b,...] [--bundle NAME] [--jobs N]
 
 ``BUNDLE_DIR`` holds ``policy.onnx`` (a real exported ctrl_quad bundle) and the crafted bundles
 ``nan.onnx``, ``inf.onnx``, ``huge.onnx`` (the same policy with its output multiplied by NaN, inf
@@ -37,6 +37,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -406,6 +407,36 @@ def run_case(case: Case, bundle_dir: Path, transport: str, index: int, family: s
     return result, unsafe, crashed
 
 
+def run_sharded(args: argparse.Namespace, picked: list[int]) -> None:
+    """Run ``picked`` round-robin in ``args.jobs`` children of this script at once and print their tables and one
+    RESULT summed over them. Each child (and the nodes it starts) is on a domain of its own: Unitree's
+    ``rt/lowstate`` and ``rt/lowcmd`` have no namespace, so two cases on one domain would see each other's robot."""
+    base = int(os.environ.get("ROS_DOMAIN_ID", "0"))
+    options = [("--command-format", args.command_format), ("--bundle", args.bundle),
+               ("--unitree-family", args.unitree_family)]
+
+    def shard(k: int) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, __file__, str(args.bundle_dir), "--transport", args.transport,
+               "--cases", ",".join(str(i) for i in picked[k::args.jobs]), *[a for o, v in options if v for a in (o, v)]]
+        env = {**os.environ, "ROS_DOMAIN_ID": str(1 + (base + 29 * k) % 101)}  # 0..101: ROS 2's safe range on Linux
+        return subprocess.run(cmd, capture_output=True, text=True, env=env)
+
+    with ThreadPoolExecutor(args.jobs) as pool:
+        done = list(pool.map(shard, range(args.jobs)))
+    totals = dict.fromkeys(("cases", "failed", "unsafe_commands", "crashes"), 0)
+    print(f"| case ({args.transport}, {args.jobs} at once) | result |\n|---|---|", flush=True)
+    for proc in done:
+        lines = proc.stdout.splitlines()
+        print("\n".join(ln for ln in lines[2:] if not ln.startswith("RESULT ")), flush=True)
+        results = [ln for ln in lines if ln.startswith("RESULT ")]
+        if proc.returncode != 0 or not results:
+            print(proc.stderr[-3000:], file=sys.stderr)
+            sys.exit(f"a shard exited {proc.returncode} without a RESULT line")
+        for key, value in (kv.split("=") for kv in results[-1].split()[1:]):
+            totals[key] += int(value)
+    print("RESULT " + " ".join(f"{k}={v}" for k, v in totals.items()), flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("bundle_dir", type=Path)
@@ -415,6 +446,8 @@ def main() -> None:
     ap.add_argument("--bundle", default="", help="run the cases of the plain policy with this bundle of "
                     "BUNDLE_DIR (the crafted and scan bundles' cases are left out)")
     ap.add_argument("--unitree-family", default="", help="--transport unitree: go or hg (default: from the robot)")
+    ap.add_argument("--jobs", type=int, default=1, help="run the cases in this many child processes at once, "
+                    "each on a DDS domain of its own (a case spends most of its time waiting on the node)")
     args = ap.parse_args()
     all_cases = cases(OnnxPolicy(args.bundle_dir / (args.bundle or "policy.onnx")).metadata)
     if is_arm_bundle(OnnxPolicy(args.bundle_dir / "policy.onnx").metadata):
@@ -426,7 +459,9 @@ def main() -> None:
         args.command_format = "position_gains"
     if args.bundle:
         all_cases = [c for c in all_cases if c.bundle == "policy.onnx"]
-    picked = [int(i) for i in args.cases.split(",")] if args.cases else range(len(all_cases))
+    picked = [int(i) for i in args.cases.split(",")] if args.cases else list(range(len(all_cases)))
+    if args.jobs > 1 and len(picked) > 1:
+        return run_sharded(args, picked)
     rows, unsafe_total, crashes = [], 0, 0
     print(f"| case ({args.transport}) | result |\n|---|---|", flush=True)
     for i in picked:

@@ -139,7 +139,7 @@ def test_offline_evaluation_runs_eval_episodes_in_an_env_of_their_own(tmp_path, 
         seed = cfg.seed + 10_000 + 3
         env = make_env("torch", "point_mass", expected_envs, "cpu", seed=seed)
         returns, lengths = run_episodes(env, lambda obs, pi=policy: pi(concat_groups(obs, ["policy"])), seed=seed)
-        assert runner.evaluate() == (float(returns.mean()), float(lengths.double().mean()))
+        assert runner.evaluate() == (float(returns.mean()), float(lengths.double().mean()), {})  # no episode metrics
     with pytest.raises(ConfigError, match="algo.eval_episodes: must be >= 0"):
         load_train_config(_bc(tmp_path, expert_data, "algo.eval_episodes=-1"))
 

@@ -143,6 +143,21 @@ def test_lift_pipeline_runs_tiny(tmp_path: Path) -> None:
         assert key in result, result
 
 
+def test_lift_baselines_run_tiny(tmp_path: Path) -> None:
+    """``benchmarks/lift.py --only-baselines``: SAC and PQL from scratch and Uni-O4 from 2 demonstrations
+    (``tune/<algo>_lift.yaml``), each stopped by SIGTERM after its wall clock, even one that ends before training's
+    handler is installed; rows and RESULT."""
+    cmd = [sys.executable, str(SCRIPT.parent / "lift.py"), "--only-baselines", "0.01", "--baselines", "sac", "pql",
+           "uni_o4", "--demos", "2", "--eval-episodes", "2", "--envs", "8", "--root", str(tmp_path)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    for row in ("SAC from scratch", "PQL from scratch", "Uni-O4, offline on the demonstrations then online"):
+        assert f"| {row}, same wall clock, " in out.stdout, out.stdout[-2000:]
+    values = dict(kv.split("=", 1) for kv in out.stdout.strip().splitlines()[-1].split()[1:])
+    assert float(values["sac_scratch_success"]) >= 0 and float(values["pql_minutes"]) > 0, values
+    assert float(values["uni_o4_success"]) >= 0 and (tmp_path / "lift_2.hdf5").is_file(), values
+
+
 def test_props_vs_ppo_runs_tiny() -> None:
     """``benchmarks/props_vs_ppo.py`` at 4 iterations: both learners run, the RESULT line parses."""
     cmd = [sys.executable, str(SCRIPT.parent / "props_vs_ppo.py"), "--seeds", "1", "--max-iterations", "4",

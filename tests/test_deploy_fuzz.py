@@ -60,7 +60,7 @@ def arm_bundle_dir(tmp_path_factory) -> Path:
 
 def run_fuzz(python: Path | str, bundle_dir: Path, transport: str, *args: str, **env: str) -> tuple[str, dict]:
     proc = subprocess.run([str(python), str(HERE / "deploy_fuzz.py"), str(bundle_dir), "--transport", transport,
-                           *args], capture_output=True, text=True, timeout=900,
+                           "--jobs", "2", *args], capture_output=True, text=True, timeout=900,
                           env={**os.environ, "PYTHONUNBUFFERED": "1", **env})
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, proc.stdout[-4000:] + proc.stderr[-4000:]

@@ -26,6 +26,14 @@ def test_episode_metrics_average_over_the_episodes_that_ended():
     assert stats.read()[2] == {}
 
 
+def test_an_offline_evaluations_summary_carries_its_episode_metrics():
+    """An offline learner's evaluation arrives as means (``add_summary``); its success rate is logged as training's."""
+    stats = EpisodeStats(torch.device("cpu"))
+    stats.add_summary(-10.0, 250.0, metrics={"success_rate": 0.75})
+    stats.add_summary(-20.0, 150.0, metrics={"success_rate": 0.25})
+    assert stats.read() == (pytest.approx(-15.0), pytest.approx(200.0), {"Metrics/success_rate": pytest.approx(0.5)})
+
+
 def test_a_reach_run_logs_its_success_rate(tmp_path):
     from ctrl_rl.app.train import train
 

@@ -78,9 +78,11 @@ def test_fpo_pendulum_swingup_reaches_minus_250_within_10M_steps(tmp_path):
 
 
 @pytest.mark.slow
-def test_props_pendulum_swingup_reaches_minus_200_within_5M_steps(tmp_path):
-    """PPO's budget and settings (tune/props_pendulum.yaml extends tune/ppo_pendulum.yaml)."""
-    result = train_and_evaluate("pendulum", tmp_path, 5_000_000, algo="props")
+def test_props_pendulum_swingup_reaches_minus_200_within_1M_steps(tmp_path):
+    """PPO's settings (tune/props_pendulum.yaml extends tune/ppo_pendulum.yaml) at a fifth of PPO's budget, which
+    the PPO test above guards: 60 iterations = 983k steps (BENCHMARKS.md, "PROPS vs PPO": 5 of 5 seeds past -200
+    at 315k steps on average, -138 to -181 at 983k). PROPS's update costs twice PPO's per step."""
+    result = train_and_evaluate("pendulum", tmp_path, 1_000_000, algo="props", extra=("runner.max_iterations=60",))
     assert result["mean_return"] >= -200.0, result
 
 

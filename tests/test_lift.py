@@ -5,6 +5,7 @@ mjlab's wheel), and ``ctrl-rl collect scripted`` writing demonstrations with the
 
 from __future__ import annotations
 
+import csv
 import math
 
 import numpy as np
@@ -181,15 +182,21 @@ def test_collect_refuses_successful_only_without_episodes(tmp_path):
 
 def test_the_resip_pipeline_runs_by_command_on_lift(tmp_path, capsys):
     """collect scripted -> BC (chunked Gaussian) -> residual PPO on it -> eval, by the CLI at tiny sizes (a wiring
-    test, not a learning test: benchmarks/lift.py measures the rates); the residual starts as its base."""
+    test, not a learning test: benchmarks/lift.py measures the rates); the residual starts as its base. BC's
+    evaluation logs lift's success rate as training does (``Metrics/success_rate``), so ``runner.keep_best`` keeps
+    an offline run's best model too (Uni-O4's offline phase raised on it before)."""
     from ctrl_rl.app.cli import main
 
     data = tmp_path / "demos.hdf5"
     main(["collect", "scripted", "task=lift", "--episodes", "2", "--envs", "2", "--output", str(data)])
     common = ["task=lift", "env.num_envs=4", "runner.progress=false", f"runner.log_root={tmp_path}"]
     main(["train", "algo=bc", f"dataset={data}", "algo.chunk_size=4", "algo.num_passes=0", "runner.max_iterations=1",
-          "algo.updates_per_iteration=5", "algo.eval_interval=0", "algo.eval_episodes=2", *common])
+          "algo.updates_per_iteration=5", "algo.eval_interval=0", "algo.eval_episodes=2",
+          "runner.keep_best=Metrics/success_rate", "runner.best_window=1", *common])
     base = next((tmp_path / "bc" / "lift").iterdir())
+    with open(base / "metrics.csv") as f:
+        assert 0.0 <= float(list(csv.DictReader(f))[-1]["Metrics/success_rate"]) <= 1.0
+    assert (base / "model_best.pt").is_file()
     main(["train", "algo=residual", f"algo.base={base}", "algo.base_execute=1", "runner.max_iterations=1",
           "algo.num_steps_per_env=8", *common])
     run = next((tmp_path / "residual" / "lift").iterdir())

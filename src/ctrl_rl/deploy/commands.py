@@ -35,14 +35,14 @@ from .typed_params import field_docs
 
 log = logging.getLogger("ctrl_rl.deploy")
 
-SIM2SIM_STATE_TIMEOUT = 0.25
+SIM2SIM_STATE_TIMEOUT = 0.4
 """sim2sim's default ``safety.state_timeout`` (s). The simulated robot is a Python process on the
 node's own CPU, so its 500 Hz state stream stalls when the machine is busy (seen on a 2-core CI
-machine: 25 ms, and 113 ms during stand-up), which the robot default (2 control periods =
-40 ms at 50 Hz) calls a fault. sim2sim checks the policy, not the driver's timing (kept below the 0.5 s
-command timeout, so a dead bridge still reads as stale state); the node's
-status reports ``max_state_age_ms`` to show the stalls. ``ctrl-rl deploy node`` keeps the strict
-default."""
+machine: 25 ms, and 113 ms during stand-up; on a slower one 266 ms during stand-up, which 0.25 s
+called a fault), which the robot default (2 control periods = 40 ms at 50 Hz) calls a fault.
+sim2sim checks the policy, not the driver's timing (kept below the 0.5 s command timeout, so a dead
+bridge still reads as stale state); the node's status reports ``max_state_age_ms`` to show the
+stalls. ``ctrl-rl deploy node`` keeps the strict default."""
 
 EPILOG = """examples:
   ctrl-rl deploy node --bundle logs/ppo/quadruped_velocity_flat/<run>/exported/policy.onnx

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch import Tensor
 
 from ctrl_rl.env import Obs, VecEnv
 from ctrl_rl.nets.actor_critic import concat_groups
@@ -27,7 +28,8 @@ def episodes_ended(policy: Policy, dones: torch.Tensor | None) -> None:
 def run_episodes(env: VecEnv, policy: Policy, seed: int,
                  on_episode: Callable[[int, float, int], None] | None = None,
                  metrics: dict[str, float] | None = None,
-                 gait: list[dict[str, torch.Tensor]] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                 gait: list[dict[str, torch.Tensor]] | None = None,
+                 episode_metrics: dict[str, float] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Run one episode in every env of ``env``; return ``(returns, lengths)`` per env.
 
     Episodes that start after an env's first one are ignored, so the result does not
@@ -37,7 +39,8 @@ def run_episodes(env: VecEnv, policy: Policy, seed: int,
     per-env measure in ``info["metrics"]``, its mean over the steps of the evaluated episodes, and for
     every measure of a whole episode in ``info["episode_metrics"]`` (a success), its mean over them. A
     ``gait`` list receives every step's ``info["gait"]`` (:meth:`VecEnv.record_gait`) with the step's
-    ``terminated``: env ``i``'s episode is its first ``lengths[i]`` steps.
+    ``terminated``: env ``i``'s episode is its first ``lengths[i]`` steps. An ``episode_metrics`` dict receives
+    only the means of ``info["episode_metrics"]`` (what training logs as ``Metrics/<name>``).
     """
     obs = env.reset(seed=seed)
     episodes_ended(policy, None)
@@ -48,6 +51,7 @@ def run_episodes(env: VecEnv, policy: Policy, seed: int,
     n_terminated = torch.zeros((), dtype=torch.long, device=env.device)
     sums: dict[str, torch.Tensor] = {}
     counts: dict[str, torch.Tensor] = {}
+    ended_keys: set[str] = set()
     for _ in range(env.max_episode_length + 1):
         obs, reward, terminated, truncated, info = env.step(policy(obs))
         episodes_ended(policy, terminated | truncated)
@@ -62,8 +66,9 @@ def run_episodes(env: VecEnv, policy: Policy, seed: int,
         returns += torch.where(active, reward.double(), 0.0)
         lengths += active.long()
         newly = (terminated | truncated) & active
-        if metrics is not None:
+        if metrics is not None or episode_metrics is not None:
             for name, v in info.get("episode_metrics", {}).items():
+                ended_keys.add(name)
                 sums[name] = sums.get(name, 0.0) + torch.where(newly, v.double(), 0.0).sum()
                 counts[name] = counts.get(name, 0) + newly.sum()
         if on_episode is not None:
@@ -78,6 +83,8 @@ def run_episodes(env: VecEnv, policy: Policy, seed: int,
     if metrics is not None:
         metrics["terminated"] = int(n_terminated)
         metrics.update({k: float(v) / max(1, int(counts[k])) for k, v in sums.items()})
+    if episode_metrics is not None:
+        episode_metrics.update({k: float(sums[k]) / max(1, int(counts[k])) for k in sorted(ended_keys)})
     return returns, lengths
 
 
@@ -144,15 +151,22 @@ def collect_dataset(env: VecEnv, policy: Policy, steps_per_env: int, seed: int, 
                    timeouts=trunc.reshape(-1), next_observations=arr["next"])
 
 
-def episodes_in_own_env(cfg: Any, num_envs: int, seed: int,
-                        *policies: Policy) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def episodes_in_own_env(cfg: Any, num_envs: int, seed: int, *policies: Policy,
+                        episode_metrics: list[dict[str, float]] | None = None) -> list[tuple[Tensor, Tensor]]:
     """:func:`run_episodes` (one episode per env) of each policy in turn, in one env of ``num_envs``
     of the config's task built for them and closed after, so evaluations neither step the training
     env nor take its size. Every policy starts from ``reset(seed)``: the same start states and
     commands, so the policies' returns are paired (their differences are not the draw of starts). The env
-    comes from the one builder, with the config's ``sim.*`` options, as training's does."""
+    comes from the one builder, with the config's ``sim.*`` options, as training's does. ``episode_metrics``
+    receives each policy's episode-metric means (:func:`run_episodes`), in order."""
     env = build_env(cfg, num_envs=num_envs, seed=seed)
+    results = []
     try:
-        return [run_episodes(env, policy, seed=seed) for policy in policies]
+        for policy in policies:
+            means: dict[str, float] = {}
+            results.append(run_episodes(env, policy, seed=seed, episode_metrics=means))
+            if episode_metrics is not None:
+                episode_metrics.append(means)
+        return results
     finally:
         env.close()

@@ -40,21 +40,23 @@ class OfflineRunner(Runner):
             return self.cfg.runner.max_iterations
         return max(1, math.ceil(passes * len(self.dataset) / self.samples_per_iteration()))
 
-    def evaluate(self) -> tuple[float, float]:
-        """Mean return and length of one deterministic episode per env: the training env's, or, when
-        ``algo.eval_episodes`` asks for fewer, an env of that many built for this evaluation (a
-        4096-env task would otherwise run 4096 episodes each time)."""
+    def evaluate(self) -> tuple[float, float, dict[str, float]]:
+        """Mean return, mean length and the task's episode metrics (a success rate) of one deterministic episode
+        per env: the training env's, or, when ``algo.eval_episodes`` asks for fewer, an env of that many built for
+        this evaluation (a 4096-env task would otherwise run 4096 episodes each time)."""
         actor, groups = self.alg.inference_policy(), self.alg.model.actor_obs
         seed, n = self.cfg.seed + 10_000 + self.iteration, self.cfg.algo.eval_episodes
 
         def policy(obs):
             return actor(concat_groups(obs, groups))
 
+        metrics: list[dict[str, float]] = []
         if 0 < n < self.env.num_envs:
-            [(returns, lengths)] = episodes_in_own_env(self.cfg, n, seed, policy)
+            [(returns, lengths)] = episodes_in_own_env(self.cfg, n, seed, policy, episode_metrics=metrics)
         else:
-            returns, lengths = run_episodes(self.env, policy, seed=seed)
-        return float(returns.mean()), float(lengths.double().mean())
+            metrics.append({})
+            returns, lengths = run_episodes(self.env, policy, seed=seed, episode_metrics=metrics[0])
+        return float(returns.mean()), float(lengths.double().mean()), metrics[0]
 
     def offline_update(self) -> dict[str, float]:
         """One iteration's gradient steps on the dataset (BC: its ``update``)."""
@@ -69,7 +71,8 @@ class OfflineRunner(Runner):
         t1 = time.perf_counter()
         interval = self.cfg.algo.eval_interval
         if self.iteration == total or (interval and self.iteration % interval == 0):
-            episodes.add_summary(*self.evaluate())
+            mean_return, mean_length, metrics = self.evaluate()
+            episodes.add_summary(mean_return, mean_length, metrics=metrics)
         logger.log_iteration(self.iteration, stats, episodes, time.perf_counter() - t1, t1 - t0)
 
 

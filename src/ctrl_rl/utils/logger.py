@@ -108,12 +108,17 @@ class EpisodeStats:
             self.metric_sums[k] = self.metric_sums.get(k, 0.0) + torch.where(done, v.double(), 0.0).sum()
             self.metric_counts[k] = self.metric_counts.get(k, 0.0) + done.sum()
 
-    def add_summary(self, mean_return: float, mean_length: float, count: int = 1) -> None:
-        """Episodes measured elsewhere (an offline learner's evaluation), as their means."""
+    def add_summary(self, mean_return: float, mean_length: float, count: int = 1,
+                    metrics: dict[str, float] | None = None) -> None:
+        """Episodes measured elsewhere (an offline learner's evaluation), as their means; ``metrics``: the means
+        of their ``info["episode_metrics"]`` (logged as ``Metrics/<name>``, as training's episodes are)."""
         self._read = None
         self.ret_sum += mean_return * count
         self.len_sum += mean_length * count
         self.count += count
+        for k, v in (metrics or {}).items():
+            self.metric_sums[k] = self.metric_sums.get(k, 0.0) + v * count
+            self.metric_counts[k] = self.metric_counts.get(k, 0.0) + count
 
     def read(self) -> tuple[float | None, float | None, dict[str, float]]:
         """``(mean_return, mean_length, log_means)`` over every rank's envs; ``None`` when no
