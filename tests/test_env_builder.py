@@ -27,7 +27,7 @@ def test_an_offline_runners_evaluation_env_gets_the_sim_options(monkeypatch):
     learner = SimpleNamespace(model=SimpleNamespace(actor_obs=("policy",)),
                               inference_policy=lambda: lambda x: torch.zeros(len(x), built[0].action_dim))
     runner = SimpleNamespace(cfg=cfg, alg=learner, iteration=0, env=SimpleNamespace(num_envs=cfg.env.num_envs))
-    mean_return, mean_length = OfflineRunner.evaluate(runner)  # the runner's own method, on a stand-in
+    mean_return, mean_length, _ = OfflineRunner.evaluate(runner)  # the runner's own method, on a stand-in
     [env] = built
     assert env.num_envs == 2 and mean_length == env.max_episode_length
     assert (env.physics.nconmax, env.physics.njmax) == (16, 90)  # MuJoCo Warp would allocate (12, 72)
