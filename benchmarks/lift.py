@@ -68,18 +68,18 @@ def train_for(overrides: list[str], minutes: float) -> Path:
     signal waits for training's handler (``GracefulStop``): before it, while the env is built, SIGTERM would kill."""
     done = threading.Event()
 
-    def stop() -> None:
+    def send_stop() -> None:
         while GracefulStop.active is None and not done.wait(0.05):
             pass
         if not done.is_set():
             os.kill(os.getpid(), signal.SIGTERM)
 
-    timer = threading.Timer(minutes * 60, stop)
+    timer = threading.Timer(minutes * 60, send_stop)
     timer.start()
     try:
         return train(overrides)
-    except Interrupted as stop_:
-        return Path(stop_.path).parent
+    except Interrupted as stop:
+        return Path(stop.path).parent
     finally:
         done.set()
         timer.cancel()
@@ -139,8 +139,7 @@ def main() -> None:
         rows = baselines(args, args.only_baselines, envs, common, data, t_collect)
         print_table(args, rows)
         print(f"RESULT task={args.task} seed={args.seed} baseline_minutes={args.only_baselines:.2f} "
-              + " ".join(f"{key(a)}={rate:.4f} {a}_minutes={minutes:.2f}"
-                         for a, (_, _, minutes, rate) in zip(args.baselines, rows, strict=True)))
+              f"{baseline_fields(args, rows)}")
         return
     rows: list[tuple[str, str, float, float]] = []  # stage, run, minutes, success rate
     t_collect = collect_demos(args, noise, data)
@@ -170,14 +169,14 @@ def main() -> None:
     passed = max(bc_rate, res_rate) >= BAR and pipeline <= BUDGET_MINUTES
     print(f"RESULT task={args.task} seed={args.seed} demos={args.demos} bc_success={bc_rate:.4f} "
           f"residual_success={res_rate:.4f} residual_final_success={final_rate:.4f} "
-          + " ".join(f"{key(a)}={rate:.4f} {a}_minutes={minutes:.2f}"
-                     for a, (_, _, minutes, rate) in zip(args.baselines, scratch, strict=True))
-          + f" pipeline_minutes={pipeline:.2f} passed={int(passed)}")
+          f"{baseline_fields(args, scratch)} pipeline_minutes={pipeline:.2f} passed={int(passed)}")
 
 
-def key(algo: str) -> str:
-    """A baseline's success rate in the RESULT line: ``<algo>_scratch_success``, Uni-O4's ``uni_o4_success``."""
-    return f"{algo}_success" if algo == "uni_o4" else f"{algo}_scratch_success"
+def baseline_fields(args: argparse.Namespace, rows: list[tuple]) -> str:
+    """The baselines' ``key=value`` pairs of the RESULT line: ``<algo>_scratch_success`` (Uni-O4's ``uni_o4_success``:
+    it starts from the demonstrations) and ``<algo>_minutes``."""
+    return " ".join(f"{a}_{'' if a == 'uni_o4' else 'scratch_'}success={rate:.4f} {a}_minutes={minutes:.2f}"
+                    for a, (_, _, minutes, rate) in zip(args.baselines, rows, strict=True))
 
 
 def collect_demos(args: argparse.Namespace, noise: float, data: str) -> float:

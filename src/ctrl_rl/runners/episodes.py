@@ -6,7 +6,6 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch import Tensor
 
 from ctrl_rl.env import Obs, VecEnv
 from ctrl_rl.nets.actor_critic import concat_groups
@@ -152,7 +151,8 @@ def collect_dataset(env: VecEnv, policy: Policy, steps_per_env: int, seed: int, 
 
 
 def episodes_in_own_env(cfg: Any, num_envs: int, seed: int, *policies: Policy,
-                        episode_metrics: list[dict[str, float]] | None = None) -> list[tuple[Tensor, Tensor]]:
+                        episode_metrics: list[dict[str, float]] | None = None,
+                        ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """:func:`run_episodes` (one episode per env) of each policy in turn, in one env of ``num_envs``
     of the config's task built for them and closed after, so evaluations neither step the training
     env nor take its size. Every policy starts from ``reset(seed)``: the same start states and
