@@ -15,6 +15,7 @@ mujoco = pytest.importorskip("mujoco")
 
 from ctrl_rl.env import SimulationError  # noqa: E402
 from ctrl_rl.robots.arm_scenes import inserted, peg_in_hole  # noqa: E402
+from ctrl_rl.robots.terms import object_to_tool  # noqa: E402
 from ctrl_rl.runners.episodes import run_episodes, zero_policy  # noqa: E402
 from ctrl_rl.sims import make_env  # noqa: E402
 from ctrl_rl.tasks.manipulation.experts import EXPERTS, ArmIK, grasp_quat  # noqa: E402
@@ -31,6 +32,14 @@ def test_peg_in_hole_measures_the_tip_from_the_hole_axis_and_top():
     lateral, depth = peg_in_hole(tip, socket, 0.025)
     np.testing.assert_allclose(lateral.numpy(), [0.005, 0.0], atol=1e-12)
     np.testing.assert_allclose(depth.numpy(), [0.020, -0.015], atol=1e-12)
+
+
+def test_object_to_tool_is_the_socket_seen_from_the_peg_tip():
+    """The socket's base centre at (0.3, 0.1, 0) and the tip at (0.302, 0.099, 0.04): the hole's bottom is 2 mm
+    back in x, 1 mm on in y and 40 mm down; the end effector's position plays no part."""
+    s = {"object_pose": np.array([0.3, 0.1, 0.0, 1.0, 0.0, 0.0, 0.0]), "tool_pos": np.array([0.302, 0.099, 0.04]),
+         "ee_pos": np.array([9.0, 9.0, 9.0])}
+    np.testing.assert_allclose(object_to_tool(s), [-0.002, 0.001, -0.04], atol=1e-12)
 
 
 def test_inserted_needs_the_depth_and_the_lateral_tolerance_both():
@@ -51,16 +60,30 @@ def test_insert_terms_hand_computed():
     terms = insert_terms(distance=t(0.02, 0.05, 0.0), lateral=t(0.001, 0.012, 0.0), depth=t(0.010, 0.020, 0.030),
                          angle=t(0.05, 0.0, 0.0), action=t([1.0, 2.0], [1.0, 2.0], [1.0, 2.0]),
                          last_action=torch.zeros(3, 2, dtype=torch.float64), hole_half_width=0.009, goal_depth=0.025,
-                         keypoint_std=0.1, keypoint_fine_std=0.01, align_std=0.005, orientation_std=0.1)
+                         keypoint_std=0.1, keypoint_fine_std=0.01, align_std=0.005, orientation_std=0.1,
+                         jam_lateral=0.0015, jam_band=0.003)
     expected = {"keypoint": [1 - math.tanh(0.2), 1 - math.tanh(0.5), 1.0],
                 "keypoint_fine": [1 - math.tanh(2.0), 1 - math.tanh(5.0), 1.0],
                 "align": [1 - math.tanh(0.2), 1 - math.tanh(2.4), 1.0],
                 "orientation": [1 - math.tanh(0.5), 1.0, 1.0],
-                "insert": [0.4, 0.0, 1.0], "action_rate": [5.0, 5.0, 5.0]}
+                "insert": [0.4, 0.0, 1.0], "jam": [0.0, 1.0, 0.0], "action_rate": [5.0, 5.0, 5.0]}
     assert set(terms) == set(expected)
     assert terms["keypoint"][0] == pytest.approx(0.802625, abs=1e-6)
     for name, value in expected.items():
         np.testing.assert_allclose(terms[name].numpy(), value, rtol=1e-9, err_msg=name)
+
+
+def test_jam_is_a_tip_off_the_axis_at_or_below_the_rim():
+    """jam_lateral 1.5 mm, band 3 mm: 2 mm off the axis, 2 mm above the top is a third of the way into the band;
+    10 mm down (beside the hole) is 1, 4 mm above the top 0; 1 mm off the axis at the top (going in) is 0."""
+    t = lambda *v: torch.tensor(v, dtype=torch.float64)  # noqa: E731
+    n = 4
+    terms = insert_terms(distance=torch.zeros(n), lateral=t(0.002, 0.002, 0.002, 0.001),
+                         depth=t(-0.002, 0.010, -0.004, 0.0), angle=torch.zeros(n), action=torch.zeros(n, 1),
+                         last_action=torch.zeros(n, 1), hole_half_width=0.009, goal_depth=0.025, keypoint_std=0.1,
+                         keypoint_fine_std=0.01, align_std=0.005, orientation_std=0.1, jam_lateral=0.0015,
+                         jam_band=0.003)
+    np.testing.assert_allclose(terms["jam"].numpy(), [1 / 3, 1.0, 0.0, 0.0], rtol=1e-12)
 
 
 def test_the_default_clearance_is_at_most_two_millimetres_in_all():
@@ -190,6 +213,6 @@ def test_collect_scripted_writes_insert_demonstrations(tmp_path, capsys):
     assert result.startswith("RESULT ") and "episodes=2" in result and "behavior_success_rate=" in result, result
     data = Dataset.load_hdf5(out)
     assert len(np.flatnonzero(data.episode_ends())) == 2 and len(data) == 2 * 250  # whole 5 s episodes
-    assert data.obs_dim == 32 and data.action_dim == 6
+    assert data.obs_dim == 35 and data.action_dim == 6
     attrs = read_attrs(out)
     assert attrs["task"] == "insert" and attrs["level"] == "scripted" and int(attrs["episodes_kept"]) == 2

@@ -19,7 +19,7 @@ from ctrl_rl.deploy.robot_policy import RobotPolicy
 from ctrl_rl.deploy.runtime import OnnxPolicy
 from ctrl_rl.robots.arm_scenes import PEG_SOCKET_KEYS
 
-SOURCES = ("object_pose", "object_to_ee", "lift_command")
+SOURCES = ("object_pose", "object_to_ee", "object_to_tool", "lift_command")
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +62,21 @@ def test_a_robot_without_an_object_pose_source_is_refused(short_insert_bundle):
     with pytest.raises(ValueError, match=r"observes 'object_pose', which needs an object pose source .* "
                                          r"object_pose_topic"):
         RobotPolicy(short_insert_bundle, ())
+
+
+def test_the_peg_tip_is_the_end_effector_moved_by_the_bundles_tool_offset(short_insert_bundle):
+    """insert observes the socket from the peg's tip (``object_to_tool``): the bundle says where the tip is in the
+    end effector's frame, and a bundle that observes it without saying is refused."""
+    meta = OnnxPolicy(short_insert_bundle).metadata
+    assert meta["tool_offset"] == [0.0, 0.0, 0.06]  # insert's peg_tip, on the site's approach axis
+    arm = side(meta)
+    q = np.asarray(meta["default_pose"])
+    ee, rotation = arm.chain.ee_pose(q)
+    np.testing.assert_allclose(arm.tool_position(q), ee + 0.06 * rotation[:, 2])
+    with pytest.raises(ValueError, match="observes object_to_tool but its metadata has no tool_offset"):
+        side({k: v for k, v in meta.items() if k != "tool_offset"})
+    with pytest.raises(ValueError, match="tool_offset must be 3 finite numbers"):
+        side({**meta, "tool_offset": [0.0, float("nan"), 0.06]})
 
 
 def test_a_lift_bundle_carries_its_cube_its_draws_its_rule_and_its_contact_model(short_lift_bundle):
@@ -110,8 +125,8 @@ def test_object_poses_are_checked_by_frame_finiteness_quaternion_and_workspace(s
 
 def test_the_nodes_observation_is_trainings_for_the_same_state(object_bundle):
     """The task's env (no observation noise) stepped with random actions; the node's frame from what a robot
-    measures and is told (joint state, the object's pose, the end effector by the bundle's forward kinematics,
-    lift's target height, the last action) equals the env's policy observation."""
+    measures and is told (joint state, the object's pose, the end effector and insert's peg tip by the bundle's
+    forward kinematics, lift's target height, the last action) equals the env's policy observation."""
     from ctrl_rl.sims import make_env
 
     task, bundle = object_bundle
@@ -127,9 +142,10 @@ def test_the_nodes_observation_is_trainings_for_the_same_state(object_bundle):
         q = s["joint_pos"][i].double().numpy()
         policy.last_action = s["last_action"][i].double().numpy()
         told = {"lift_command": arm.parse_lift(m.Float64(float(s["lift_command"][i, 0])))} if task == "lift" else {}
+        tool = {"tool_pos": arm.tool_position(q)} if arm.tool_offset is not None else {}
         frame = policy.frame({"joint_pos": q, "joint_vel": s["joint_vel"][i].double().numpy(),
                               "object_pose": s["object_pose"][i].double().numpy(), "ee_pos": arm.ee_position(q),
-                              **told})
+                              **tool, **told})
         np.testing.assert_allclose(frame, obs[i].numpy(), atol=2e-5)
 
 

@@ -23,7 +23,7 @@ from . import messages as m
 from .arm_kinematics import KinematicChain, WorkspaceBox
 from .safety import JointCommand, clamp_targets
 
-OBJECT_TERMS = ("object_pose", "object_to_ee")
+OBJECT_TERMS = ("object_pose", "object_to_ee", "object_to_tool")
 """The observation terms an object pose source feeds (``ctrl_rl.robots.terms.EXTERNAL_TERMS``)."""
 
 
@@ -100,6 +100,15 @@ class ArmSide:
         if self.observes_object and not self.object_frame:
             raise ValueError("arm bundle observes an object but its metadata has no object.frame; re-export it "
                              "with `ctrl-rl export <run>`")
+        self.tool_offset: np.ndarray | None = None
+        """A held tool's tip in the end effector's frame (m; the bundle's ``tool_offset``): the ``tool_pos`` signal."""
+        if "tool_offset" in meta:
+            self.tool_offset = np.asarray(meta["tool_offset"], dtype=np.float64)
+            if self.tool_offset.shape != (3,) or not np.all(np.isfinite(self.tool_offset)):
+                raise ValueError(f"arm bundle's tool_offset must be 3 finite numbers (m), got {meta['tool_offset']!r}")
+        elif any(t.get("name") == "object_to_tool" for t in meta.get("obs_terms", [])):
+            raise ValueError("arm bundle observes object_to_tool but its metadata has no tool_offset; re-export it "
+                             "with `ctrl-rl export <run>`")
         self.lift_range: tuple[float, float] | None = None
         """A lift bundle's training range of the target height (m; the bundle's ``object.lift_height``)."""
         if any(t.get("name") == "lift_command" for t in meta.get("obs_terms", [])):
@@ -141,6 +150,11 @@ class ArmSide:
     def ee_position(self, joint_pos: np.ndarray) -> np.ndarray:
         """The end effector's position (m, base frame) at ``joint_pos`` (the ``ee_pos`` signal)."""
         return self.chain.ee_pose(joint_pos)[0]
+
+    def tool_position(self, joint_pos: np.ndarray) -> np.ndarray:
+        """The held tool's tip (m, base frame) at ``joint_pos`` (the ``tool_pos`` signal; :attr:`tool_offset`)."""
+        ee, rotation = self.chain.ee_pose(joint_pos)
+        return ee + rotation @ self.tool_offset
 
     def guard(self, out: JointCommand, limits: np.ndarray | None, torque: np.ndarray | None,
               measured: np.ndarray, joint_vel: np.ndarray | None) -> JointCommand | None:

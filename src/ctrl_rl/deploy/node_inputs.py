@@ -112,14 +112,16 @@ class NodeInputs:
 
     def signals(self, joints: Joints, imu: tuple, cmd: Stamped | None, sources: Sources) -> dict[str, np.ndarray]:
         """The robot signals of the observation terms (policy joint order): the operator's command (a velocity;
-        an arm's pose target, the default pose's until one arrives, and its end effector's position), the external
-        sources' readings too."""
+        an arm's pose target, the default pose's until one arrives, its end effector's position and a held tool's
+        tip), the external sources' readings too."""
         signals = {"imu_quat": imu[0], "imu_gyro": imu[1], "joint_pos": joints[0], "joint_vel": joints[1]}
         if self.arm is None:
             signals["command"] = cmd[0] if cmd is not None else np.zeros(3)
         else:
             signals["pose_command"] = cmd[0] if cmd is not None else self.arm.default_target
             signals["ee_pos"] = self.arm.ee_position(joints[0])
+            if self.arm.tool_offset is not None:
+                signals["tool_pos"] = self.arm.tool_position(joints[0])
         signals.update({name: value for name, (value, _) in sources.items()})
         return signals
 

@@ -188,10 +188,10 @@ class NodeParams:
 
     def sources(self) -> tuple[str, ...]:
         """The external signals this robot provides (``RobotPolicy(sources=...)``): ``height_scan``
-        when a height-map topic is configured, ``object_pose`` (and the term ``object_to_ee`` it feeds) when an
-        object pose topic is, ``lift_command`` when a lift command topic is."""
+        when a height-map topic is configured, ``object_pose`` (and the terms ``object_to_ee`` and
+        ``object_to_tool`` it feeds) when an object pose topic is, ``lift_command`` when a lift command topic is."""
         return (("height_scan",) if self.height_map_topic else ()) + \
-            (("object_pose", "object_to_ee") if self.object_pose_topic else ()) + \
+            (("object_pose", "object_to_ee", "object_to_tool") if self.object_pose_topic else ()) + \
             (("lift_command",) if self.lift_command_topic else ())
 
     def flat(self) -> dict[str, Any]:

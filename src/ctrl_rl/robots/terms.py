@@ -144,6 +144,14 @@ def object_to_ee(s: Mapping[str, Array]) -> Array:
     return s["object_pose"][..., :3] - s["ee_pos"]
 
 
+def object_to_tool(s: Mapping[str, Array]) -> Array:
+    """The object's position relative to the tip of the tool the arm holds (``tool_pos``, base frame axes),
+    ``[..., 3]``: for a peg in a hole, the hole's bottom centre less the peg's tip (Isaac Lab Factory observes the
+    held asset's tip relative to the fixed asset). Millimetre work needs it: the end effector's position leaves the
+    tip to the policy's own kinematics through a tilt (0.02 rad x 6 cm = 1.2 mm)."""
+    return s["object_pose"][..., :3] - s["tool_pos"]
+
+
 def ee_pose_error(s: Mapping[str, Array]) -> Array:
     """The end effector's pose error to its target (base frame): position (m) and :func:`quat_error`,
     ``[..., 6]``."""
@@ -170,6 +178,7 @@ TERM_FUNCTIONS: dict[str, Callable[[Mapping[str, Array]], Array]] = {
     # an object and its goal (simulation; a robot would need an object pose source): manipulation tasks
     "object_pose": object_pose,
     "object_to_ee": object_to_ee,
+    "object_to_tool": object_to_tool,
     "lift_command": lambda s: s["lift_command"],
     # the terrain around the base (simulation: ray casts; a robot: a configured height-map source)
     "height_scan": lambda s: s["height_scan"],
@@ -193,12 +202,13 @@ on the joints the policy moves; ``feet``: its
 foot geoms paired by position; ``scan``: the scan points paired by position). ``ctrl_rl.mirror``."""
 
 ROBOT_SIGNALS = ("imu_quat", "imu_gyro", "joint_pos", "joint_vel", "command", "last_action", "default_pose",
-                 "gait_phase", "pose_command", "ee_pos")
+                 "gait_phase", "pose_command", "ee_pos", "tool_pos")
 """Signals a deploy node can provide; a policy's terms must use only these. ``gait_phase`` is the
 controller's own clock: control steps since the episode (policy mode) began, over the bundle's
 ``gait_period``, modulo 1. ``pose_command``: an arm's end-effector target ``[x, y, z, qw, qx, qy, qz]``
 in its base frame. ``ee_pos``: an arm's end-effector position in its base frame, by forward kinematics of
-``joint_pos`` (the bundle's ``kinematic_chain``)."""
+``joint_pos`` (the bundle's ``kinematic_chain``). ``tool_pos``: the tip of a tool the arm holds rigidly (insert's
+peg), the end effector's pose by the same kinematics moved by the bundle's ``tool_offset`` (end-effector frame)."""
 
 ROBOT_TERMS = ("base_ang_vel", "projected_gravity", "velocity_commands", "joint_pos_rel", "joint_vel", "last_action",
                "gait_clock", "pose_command")
@@ -207,6 +217,7 @@ ROBOT_TERMS = ("base_ang_vel", "projected_gravity", "velocity_commands", "joint_
 EXTERNAL_TERMS = {"height_scan": "a height-map source (terrain perception)",
                   "object_pose": "an object pose source (motion capture or perception)",
                   "object_to_ee": "an object pose source (motion capture or perception)",
+                  "object_to_tool": "an object pose source (motion capture or perception)",
                   "lift_command": "a lift target source (the operator's target height)"}
 """Terms a robot can observe only from an extra source, by term: what provides it. A deploy
 node refuses a bundle whose actor needs one unless that source is configured."""

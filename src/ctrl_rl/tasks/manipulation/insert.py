@@ -63,7 +63,8 @@ class InsertTask(ArmTask):
         self.rest_targets[n_arm:] = self.tensor(self.joint_limits[n_arm:, 0])  # the gripper closed on the peg
         noise = cfg.socket_obs_noise * cfg.obs_noise
         self.set_obs_terms((*self.joint_terms(), ObsTerm("object_pose", 9, noise=noise),
-                            ObsTerm("object_to_ee", 3, noise=noise), ObsTerm("last_action", self.action_dim)))
+                            ObsTerm("object_to_ee", 3, noise=noise), ObsTerm("object_to_tool", 3, noise=noise),
+                            ObsTerm("last_action", self.action_dim)))
         self.tip_pos = torch.zeros(num_envs, 3, device=device)
         """The peg tip's position at the last step (base frame), which :meth:`check_simulation` reads."""
         self.down = self.tensor(DOWN)
@@ -80,7 +81,8 @@ class InsertTask(ArmTask):
         the peg's tip (``peg_tip``)."""
         sd = self.snapshot(physics)
         pose = torch.cat([sd[:, self.sensors["socket_pos"]], sd[:, self.sensors["socket_quat"]]], -1)
-        return {**self.arm_signals(sd), "object_pose": pose, "peg_tip": sd[:, self.sensors["peg_tip_pos"]]}
+        tip = sd[:, self.sensors["peg_tip_pos"]]
+        return {**self.arm_signals(sd), "object_pose": pose, "peg_tip": tip, "tool_pos": tip}
 
     def goal_quat(self, socket_quat: torch.Tensor) -> torch.Tensor:
         """``[N, 4]``: the end effector's orientation with the peg down the hole, square to its walls."""
@@ -109,7 +111,8 @@ class InsertTask(ArmTask):
         distance = (self.tip_pos - socket).norm(dim=-1)  # the goal: the tip at the hole's bottom, on its axis
         angle = quat_angle(s["ee_quat"], self.goal_quat(s["object_pose"][:, 3:]))
         terms = insert_terms(distance, lateral, depth, angle, self._action, self.last_action, c.hole_half_width,
-                             c.hole_depth, c.keypoint_std, c.keypoint_fine_std, c.align_std, c.orientation_std)
+                             c.hole_depth, c.keypoint_std, c.keypoint_fine_std, c.align_std, c.orientation_std,
+                             c.clearance + c.success_margin, c.jam_band)
         success = inserted(lateral, depth, c.success_depth * c.hole_depth, c.clearance + c.success_margin)
         metrics = {"insertion_depth": depth, "lateral_error": lateral, "tip_goal_distance": distance,
                    "orientation_error": angle}
@@ -129,7 +132,7 @@ class InsertTask(ArmTask):
                 "socket_yaw": list(c.socket_yaw), "object_friction": list(c.object_friction)}
         geometry = {k: (list(v) if isinstance(v, tuple) else v) for k in PEG_SOCKET_KEYS for v in [getattr(c, k)]}
         workspace = [list(c.socket_x), list(c.socket_y), [c.peg_tip - c.hole_depth, c.peg_tip]]
-        return {**super().deploy_metadata(), "workspace": workspace,
+        return {**super().deploy_metadata(), "workspace": workspace, "tool_offset": [0.0, 0.0, c.peg_tip],
                 "object": {"kind": "peg_socket", "frame": self.arm.base_body, **geometry, **rule}}
 
 

@@ -12,7 +12,7 @@ from .arm_config import ObjectTaskConfig, check_positive
 from .rewards import INSERT_TERMS
 
 INSERT_REWARDS = {"keypoint": 1.0, "keypoint_fine": 2.0, "align": 2.0, "orientation": 1.0, "insert": 8.0,
-                  "action_rate": -0.01}
+                  "jam": 0.0, "action_rate": -0.01}
 """Weights per second of :data:`~ctrl_rl.tasks.manipulation.rewards.INSERT_TERMS`: bringing the peg's tip to the
 hole and lining it up pays up to 6 per second, going down the hole up to 8 more (Factory's keypoint rewards at
 a coarse and a fine scale, then the insertion itself); the action-rate penalty is lift's."""
@@ -80,10 +80,15 @@ class InsertConfig(ObjectTaskConfig):
     """``orientation``'s kernel width (rad): the end effector's angle from its goal (the peg upright, turned
     with the socket)."""
 
+    jam_band: float = 0.003
+    """``jam``: the band above the hole's top (m) over which the term rises from 0 to 1 as a tip off the hole's
+    axis (by more than ``clearance`` + ``success_margin``) comes down onto the rim."""
+
     def __post_init__(self) -> None:
         super().__post_init__()  # the shared settings, every range's low <= high, the object's physics
         check_positive(self, ("peg_half_width", "peg_length", "peg_tip", "clearance", "hole_depth", "wall_thickness",
-                              "success_depth", "keypoint_std", "keypoint_fine_std", "align_std", "orientation_std"))
+                              "success_depth", "keypoint_std", "keypoint_fine_std", "align_std", "orientation_std",
+                              "jam_band"))
         if self.success_depth > 1 or self.success_margin < 0 or self.socket_obs_noise < 0:
             raise ValueError(f"task.kwargs.success_depth must be <= 1 (a fraction of hole_depth) and success_margin, "
                              f"socket_obs_noise >= 0, got {self.success_depth}, {self.success_margin}, "

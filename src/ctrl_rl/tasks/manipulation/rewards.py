@@ -77,14 +77,14 @@ def lift_terms(distance: torch.Tensor, height: torch.Tensor, rest_height: float,
     }
 
 
-INSERT_TERMS = ("keypoint", "keypoint_fine", "align", "orientation", "insert", "action_rate")
+INSERT_TERMS = ("keypoint", "keypoint_fine", "align", "orientation", "insert", "jam", "action_rate")
 """The insert task's reward terms, in the order :func:`insert_terms` returns them."""
 
 
 def insert_terms(distance: torch.Tensor, lateral: torch.Tensor, depth: torch.Tensor, angle: torch.Tensor,
                  action: torch.Tensor, last_action: torch.Tensor, hole_half_width: float, goal_depth: float,
                  keypoint_std: float, keypoint_fine_std: float, align_std: float,
-                 orientation_std: float) -> dict[str, torch.Tensor]:
+                 orientation_std: float, jam_lateral: float, jam_band: float) -> dict[str, torch.Tensor]:
     """Every term of :data:`INSERT_TERMS` from the peg tip's ``distance`` (m) to its goal (on the hole's axis,
     ``goal_depth`` down), its ``lateral`` distance from the axis and ``depth`` below the hole's top
     (:func:`peg_in_hole`), the end effector's ``angle`` (rad) from its goal orientation, and this step's and the
@@ -95,6 +95,10 @@ def insert_terms(distance: torch.Tensor, lateral: torch.Tensor, depth: torch.Ten
     * ``orientation``: :func:`tracking_kernel` of ``angle`` at ``orientation_std``;
     * ``insert``: while the tip is over the opening (``lateral < hole_half_width``; beside the socket a tip
       below the top has missed the hole), ``clip(depth / goal_depth, 0, 1)``: the fraction of the way down;
+    * ``jam``: while the tip is off the axis by more than ``jam_lateral`` (where it cannot go down the hole), how
+      far it is into the band of ``jam_band`` above the hole's top: 0 at the band's top, 1 at the hole's top and
+      below. A peg pressed on the rim, which friction holds where it is, scores 1; weighted negative, the term
+      says "line up above the hole, then go down", and its slope says "up" to a peg already on the rim;
     * ``action_rate``: the squared norm of the action change."""
     over_hole = (lateral < hole_half_width).to(depth.dtype)
     return {
@@ -103,5 +107,6 @@ def insert_terms(distance: torch.Tensor, lateral: torch.Tensor, depth: torch.Ten
         "align": tracking_kernel(lateral, align_std),
         "orientation": tracking_kernel(angle, orientation_std),
         "insert": over_hole * (depth / goal_depth).clamp(0.0, 1.0),
+        "jam": (lateral > jam_lateral).to(depth.dtype) * (1.0 + depth / jam_band).clamp(0.0, 1.0),
         "action_rate": ((action - last_action) ** 2).sum(-1),
     }
