@@ -115,7 +115,7 @@ class InsertTask(ArmTask):
                              c.clearance + c.success_margin, c.jam_band)
         success = inserted(lateral, depth, c.success_depth * c.hole_depth, c.clearance + c.success_margin)
         metrics = {"insertion_depth": depth, "lateral_error": lateral, "tip_goal_distance": distance,
-                   "orientation_error": angle}
+                   "orientation_error": angle, "jam": terms["jam"]}  # jam: how pressed on the rim, off the hole
         return self.finish_step(terms, metrics, success, s)
 
     def check_simulation(self) -> None:
