@@ -103,7 +103,7 @@ def test_the_socket_is_drawn_per_episode_and_the_peg_per_world_and_the_peg_is_in
     assert torch.allclose(socket[:, 2], torch.zeros(32), atol=1e-9)  # on the table
     yaw = 2 * torch.atan2(socket[:, 6], socket[:, 3])
     assert c.socket_yaw[0] - 1e-5 <= float(yaw.min()) < float(yaw.max()) <= c.socket_yaw[1] + 1e-5
-    reach = (s["peg_tip"] - s["ee_pos"]).norm(dim=-1)  # the tip rides peg_tip beyond the end effector
+    reach = (s["tool_pos"] - s["ee_pos"]).norm(dim=-1)  # the tip rides peg_tip beyond the end effector
     assert torch.allclose(reach, torch.full((32,), c.peg_tip), atol=1e-5)
     friction = env.physics.model_field("geom_friction")[:, task.peg_geom, 0]
     mass = env.physics.model_field("body_mass")[:, task.peg_body]

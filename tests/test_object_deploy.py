@@ -72,7 +72,8 @@ def test_the_peg_tip_is_the_end_effector_moved_by_the_bundles_tool_offset(short_
     arm = side(meta)
     q = np.asarray(meta["default_pose"])
     ee, rotation = arm.chain.ee_pose(q)
-    np.testing.assert_allclose(arm.tool_position(q), ee + 0.06 * rotation[:, 2])
+    np.testing.assert_allclose(arm.kinematic_signals(q)["tool_pos"], ee + 0.06 * rotation[:, 2])
+    np.testing.assert_allclose(arm.kinematic_signals(q)["ee_pos"], ee)
     with pytest.raises(ValueError, match="observes object_to_tool but its metadata has no tool_offset"):
         side({k: v for k, v in meta.items() if k != "tool_offset"})
     with pytest.raises(ValueError, match="tool_offset must be 3 finite numbers"):
@@ -142,10 +143,9 @@ def test_the_nodes_observation_is_trainings_for_the_same_state(object_bundle):
         q = s["joint_pos"][i].double().numpy()
         policy.last_action = s["last_action"][i].double().numpy()
         told = {"lift_command": arm.parse_lift(m.Float64(float(s["lift_command"][i, 0])))} if task == "lift" else {}
-        tool = {"tool_pos": arm.tool_position(q)} if arm.tool_offset is not None else {}
         frame = policy.frame({"joint_pos": q, "joint_vel": s["joint_vel"][i].double().numpy(),
-                              "object_pose": s["object_pose"][i].double().numpy(), "ee_pos": arm.ee_position(q),
-                              **tool, **told})
+                              "object_pose": s["object_pose"][i].double().numpy(), **arm.kinematic_signals(q),
+                              **told})
         np.testing.assert_allclose(frame, obs[i].numpy(), atol=2e-5)
 
 

@@ -147,14 +147,13 @@ class ArmSide:
                              f"{self.box.bounds.round(3).tolist()}")
         return pose
 
-    def ee_position(self, joint_pos: np.ndarray) -> np.ndarray:
-        """The end effector's position (m, base frame) at ``joint_pos`` (the ``ee_pos`` signal)."""
-        return self.chain.ee_pose(joint_pos)[0]
-
-    def tool_position(self, joint_pos: np.ndarray) -> np.ndarray:
-        """The held tool's tip (m, base frame) at ``joint_pos`` (the ``tool_pos`` signal; :attr:`tool_offset`)."""
+    def kinematic_signals(self, joint_pos: np.ndarray) -> dict[str, np.ndarray]:
+        """``ee_pos`` and, for a bundle with a :attr:`tool_offset`, ``tool_pos`` (the held tool's tip) at
+        ``joint_pos`` (m, base frame), from one pass of the chain."""
         ee, rotation = self.chain.ee_pose(joint_pos)
-        return ee + rotation @ self.tool_offset
+        if self.tool_offset is None:
+            return {"ee_pos": ee}
+        return {"ee_pos": ee, "tool_pos": ee + rotation @ self.tool_offset}
 
     def guard(self, out: JointCommand, limits: np.ndarray | None, torque: np.ndarray | None,
               measured: np.ndarray, joint_vel: np.ndarray | None) -> JointCommand | None:

@@ -119,9 +119,7 @@ class NodeInputs:
             signals["command"] = cmd[0] if cmd is not None else np.zeros(3)
         else:
             signals["pose_command"] = cmd[0] if cmd is not None else self.arm.default_target
-            signals["ee_pos"] = self.arm.ee_position(joints[0])
-            if self.arm.tool_offset is not None:
-                signals["tool_pos"] = self.arm.tool_position(joints[0])
+            signals.update(self.arm.kinematic_signals(joints[0]))
         signals.update({name: value for name, (value, _) in sources.items()})
         return signals
 

@@ -247,7 +247,7 @@ class InsertExpert:
         starting = _rows(env.episode_length) == 0
         self.phase[starting], self.timer[starting], self.bias[starting], self.turn[starting] = self.ALIGN, 0.0, 0.0, 0.0
         s = task.signals(env.physics)
-        socket, tip, qpos = _rows(s["object_pose"]), _rows(s["peg_tip"]), _rows(env.physics.qpos)
+        socket, tip, qpos = _rows(s["object_pose"]), _rows(s["tool_pos"]), _rows(env.physics.qpos)
         ee_quat = _rows(s["ee_quat"])
         out, rot, quat = np.zeros((env.num_envs, env.action_dim)), np.zeros(9), np.zeros(4)
         for i in range(env.num_envs):

@@ -78,11 +78,10 @@ class InsertTask(ArmTask):
 
     def signals(self, physics: Any) -> dict[str, torch.Tensor]:
         """The arm's signals, the socket's pose (``object_pose``, its base centre on the table, base frame) and
-        the peg's tip (``peg_tip``)."""
+        the peg's tip (``tool_pos``)."""
         sd = self.snapshot(physics)
         pose = torch.cat([sd[:, self.sensors["socket_pos"]], sd[:, self.sensors["socket_quat"]]], -1)
-        tip = sd[:, self.sensors["peg_tip_pos"]]
-        return {**self.arm_signals(sd), "object_pose": pose, "peg_tip": tip, "tool_pos": tip}
+        return {**self.arm_signals(sd), "object_pose": pose, "tool_pos": sd[:, self.sensors["peg_tip_pos"]]}
 
     def goal_quat(self, socket_quat: torch.Tensor) -> torch.Tensor:
         """``[N, 4]``: the end effector's orientation with the peg down the hole, square to its walls."""
@@ -106,14 +105,15 @@ class InsertTask(ArmTask):
                  gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         """Rewards and the success state for this step's peg; then the last action moves on."""
         c, s = self.cfg, self.signals(physics)
-        socket, self.tip_pos = s["object_pose"][:, :3], s["peg_tip"]
+        socket, self.tip_pos = s["object_pose"][:, :3], s["tool_pos"]
         lateral, depth = peg_in_hole(self.tip_pos, socket, c.hole_depth)
         distance = (self.tip_pos - socket).norm(dim=-1)  # the goal: the tip at the hole's bottom, on its axis
         angle = quat_angle(s["ee_quat"], self.goal_quat(s["object_pose"][:, 3:]))
+        tolerance = c.clearance + c.success_margin  # off the axis by more, the peg is not in the hole
         terms = insert_terms(distance, lateral, depth, angle, self._action, self.last_action, c.hole_half_width,
                              c.hole_depth, c.keypoint_std, c.keypoint_fine_std, c.align_std, c.orientation_std,
-                             c.clearance + c.success_margin, c.jam_band)
-        success = inserted(lateral, depth, c.success_depth * c.hole_depth, c.clearance + c.success_margin)
+                             tolerance, c.jam_band)
+        success = inserted(lateral, depth, c.success_depth * c.hole_depth, tolerance)
         metrics = {"insertion_depth": depth, "lateral_error": lateral, "tip_goal_distance": distance,
                    "orientation_error": angle, "jam": terms["jam"]}  # jam: how pressed on the rim, off the hole
         return self.finish_step(terms, metrics, success, s)
