@@ -71,9 +71,11 @@ def test_ppo_quadruped_return_rises_on_mujoco_cpu(tmp_path):
 
 
 @pytest.mark.slow
-def test_fpo_pendulum_swingup_reaches_minus_250_within_10M_steps(tmp_path):
-    """FPO's flow policy, deterministic (zero-noise) evaluation; tune/fpo_pendulum.yaml uses 3.3M steps."""
-    result = train_and_evaluate("pendulum", tmp_path, 10_000_000, algo="fpo")
+def test_fpo_pendulum_swingup_reaches_minus_250_within_2_5M_steps(tmp_path):
+    """FPO's flow policy, deterministic (zero-noise) evaluation: tune/fpo_pendulum.yaml shortened from 200 to 150
+    iterations (2.5M steps; its learning rate anneals to 0 over them) for the suite's time. BENCHMARKS.md's FPO
+    table: 4 of 4 seeds past -250 by 2.46M steps; this run scored -156.7 when the cut was made."""
+    result = train_and_evaluate("pendulum", tmp_path, 2_500_000, algo="fpo", extra=("runner.max_iterations=150",))
     assert result["mean_return"] >= -250.0, result
 
 
