@@ -14,5 +14,7 @@ python3 -m venv .venv
 bash scripts/setup_mjlab_env.sh
 # .venv-ros for the rclpy tests (ROS 2 Kilted wheels re-exec the interpreter: never in .venv; quick when built).
 bash scripts/setup_ros_env.sh
+# Two workers (pytest-xdist): most tests keep one core busy, so two at a time fill a 2-core machine; the
+# deploy / DDS / ROS 2 tests stay one group on one worker, in order (tests/conftest.py).
 # exec: pytest gets Ctrl-C and SIGTERM itself and stops the suite (no shell in between).
-exec .venv/bin/python -m pytest "$@"
+exec .venv/bin/python -m pytest -n 2 --dist loadgroup "$@"

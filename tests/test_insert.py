@@ -15,7 +15,7 @@ mujoco = pytest.importorskip("mujoco")
 
 from ctrl_rl.env import SimulationError  # noqa: E402
 from ctrl_rl.robots.arm_scenes import inserted, peg_in_hole  # noqa: E402
-from ctrl_rl.robots.terms import object_to_tool  # noqa: E402
+from ctrl_rl.robots.terms import damped_least_squares, object_to_tool, point_jacobian  # noqa: E402
 from ctrl_rl.runners.episodes import run_episodes, zero_policy  # noqa: E402
 from ctrl_rl.sims import make_env  # noqa: E402
 from ctrl_rl.tasks.manipulation.experts import EXPERTS, ArmIK, grasp_quat  # noqa: E402
@@ -40,6 +40,63 @@ def test_object_to_tool_is_the_socket_seen_from_the_peg_tip():
     s = {"object_pose": np.array([0.3, 0.1, 0.0, 1.0, 0.0, 0.0, 0.0]), "tool_pos": np.array([0.302, 0.099, 0.04]),
          "ee_pos": np.array([9.0, 9.0, 9.0])}
     np.testing.assert_allclose(object_to_tool(s), [-0.002, 0.001, -0.04], atol=1e-12)
+
+
+def test_point_jacobian_of_a_planar_arm_and_a_slide_by_hand():
+    """Hinges about z at the origin and at (1, 0, 0) carrying a point at (2, 0, 0): each turns it along y by its
+    lever (2, then 1); a slide along x moves it along x; a batch of two poses, in numpy and torch alike."""
+    anchors = np.array([[0.0, 0, 0], [1.0, 0, 0], [5.0, 5, 5]])
+    axes = np.array([[0.0, 0, 1], [0.0, 0, 1], [1.0, 0, 0]])
+    hinge = np.array([1.0, 1.0, 0.0])
+    expected = np.array([[0.0, 0, 1], [2.0, 1, 0], [0.0, 0, 0]])
+    jac = point_jacobian(anchors, axes, hinge, np.array([2.0, 0, 0]))
+    np.testing.assert_allclose(jac, expected, atol=1e-12)
+    batch = point_jacobian(torch.tensor(np.stack([anchors] * 2)), torch.tensor(np.stack([axes] * 2)),
+                           torch.tensor(hinge), torch.tensor([[2.0, 0, 0], [2.0, 0, 0]]))
+    np.testing.assert_allclose(batch.numpy(), np.stack([expected] * 2), atol=1e-12)
+
+
+def test_damped_least_squares_by_hand():
+    """J = [[1, 0], [0, 2], [0, 0]] and an error (1, 1, 1) with damping 0.01: J J^T + 1e-4 I = diag(1.0001, 4.0001,
+    1e-4), so the step is (1 / 1.0001, 2 / 4.0001); the z error, which no joint moves, buys nothing."""
+    jac, err = np.array([[1.0, 0], [0, 2], [0, 0]]), np.array([1.0, 1, 1])
+    step = damped_least_squares(jac, err, 0.01)
+    np.testing.assert_allclose(step, [1 / 1.0001, 2 / 4.0001], rtol=1e-12)
+    np.testing.assert_allclose(damped_least_squares(torch.tensor(jac)[None], torch.tensor(err)[None], 0.01)[0].numpy(),
+                               step, rtol=1e-12)
+
+
+def test_the_tips_jacobian_is_mujocos_and_its_correction_lands_the_tip():
+    """At random arm poses, the task's ``tool_jacobian`` (the joints' body frames from sensors) equals MuJoCo's own
+    ``mj_jacSite`` of the peg's tip in the base frame; and the observed ``tool_correction``, added to the joints,
+    brings the tip onto a point 1 mm off it to within 2 % of that millimetre (first order)."""
+    from ctrl_rl.robots.arm import arm_indices
+    from ctrl_rl.robots.terms import TERM_FUNCTIONS
+    from ctrl_rl.tasks.manipulation.insert import InsertTask
+
+    cfg = InsertConfig()
+    model, layout = InsertTask.build_model(cfg, None)
+    task = InsertTask(cfg, None, model, layout, 1, torch.device("cpu"))
+    data, rng = mujoco.MjData(model), np.random.default_rng(0)
+    qadr, dadr = arm_indices(model, task.arm.arm_joints)
+    site, base = model.site("peg_tip").id, model.body(task.arm.base_body).id
+    for _ in range(5):
+        data.qpos[:] = model.qpos0
+        data.qpos[qadr] = np.asarray(task.arm.default_pose[:len(qadr)]) + rng.uniform(-0.4, 0.4, len(qadr))
+        mujoco.mj_forward(model, data)
+        s = task.signals(type("Physics", (), {"sensordata": torch.tensor(data.sensordata)[None]})())
+        jac = np.zeros((3, model.nv))
+        mujoco.mj_jacSite(model, data, jac, None, site)
+        expected = data.xmat[base].reshape(3, 3).T @ jac[:, dadr]
+        np.testing.assert_allclose(s["tool_jacobian"][0].numpy(), expected, atol=1e-6)
+        tip = s["tool_pos"][0].double().numpy()
+        target = tip + rng.normal(size=3) * 0.001 / math.sqrt(3)
+        step = TERM_FUNCTIONS["tool_correction"]({"object_pose": np.concatenate([target, [1.0, 0, 0, 0]]),
+                                                  "tool_pos": tip, "tool_jacobian": expected})
+        data.qpos[qadr] += step
+        mujoco.mj_forward(model, data)
+        landed = data.xmat[base].reshape(3, 3).T @ (data.site_xpos[site] - data.xpos[base])
+        assert np.linalg.norm(landed - target) < 0.02 * np.linalg.norm(target - tip)
 
 
 def test_inserted_needs_the_depth_and_the_lateral_tolerance_both():
@@ -213,6 +270,6 @@ def test_collect_scripted_writes_insert_demonstrations(tmp_path, capsys):
     assert result.startswith("RESULT ") and "episodes=2" in result and "behavior_success_rate=" in result, result
     data = Dataset.load_hdf5(out)
     assert len(np.flatnonzero(data.episode_ends())) == 2 and len(data) == 2 * 250  # whole 5 s episodes
-    assert data.obs_dim == 35 and data.action_dim == 6
+    assert data.obs_dim == 41 and data.action_dim == 6
     attrs = read_attrs(out)
     assert attrs["task"] == "insert" and attrs["level"] == "scripted" and int(attrs["episodes_kept"]) == 2

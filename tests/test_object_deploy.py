@@ -19,7 +19,7 @@ from ctrl_rl.deploy.robot_policy import RobotPolicy
 from ctrl_rl.deploy.runtime import OnnxPolicy
 from ctrl_rl.robots.arm_scenes import PEG_SOCKET_KEYS
 
-SOURCES = ("object_pose", "object_to_ee", "object_to_tool", "lift_command")
+SOURCES = ("object_pose", "object_to_ee", "object_to_tool", "tool_correction", "lift_command")
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,11 @@ def test_the_peg_tip_is_the_end_effector_moved_by_the_bundles_tool_offset(short_
     ee, rotation = arm.chain.ee_pose(q)
     np.testing.assert_allclose(arm.kinematic_signals(q)["tool_pos"], ee + 0.06 * rotation[:, 2])
     np.testing.assert_allclose(arm.kinematic_signals(q)["ee_pos"], ee)
-    with pytest.raises(ValueError, match="observes object_to_tool but its metadata has no tool_offset"):
+    step = 1e-6 * np.eye(len(q))[:6]  # the tip's Jacobian in the six moved joints, against central differences
+    tip = lambda dq: arm.kinematic_signals(q + dq)["tool_pos"]  # noqa: E731
+    numeric = np.stack([(tip(d) - tip(-d)) / 2e-6 for d in step], axis=1)
+    np.testing.assert_allclose(arm.kinematic_signals(q)["tool_jacobian"], numeric, atol=1e-7)
+    with pytest.raises(ValueError, match="observes object_to_tool/tool_correction but its metadata has no tool_offset"):
         side({k: v for k, v in meta.items() if k != "tool_offset"})
     with pytest.raises(ValueError, match="tool_offset must be 3 finite numbers"):
         side({**meta, "tool_offset": [0.0, float("nan"), 0.06]})

@@ -99,19 +99,39 @@ class KinematicChain:
     def ee_pose(self, joint_pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The end effector's position ``[3]`` and rotation matrix ``[3, 3]`` in the base frame at joint
         positions ``joint_pos`` (the bundle's joint order)."""
+        return self.pose_and_axes(joint_pos)[:2]
+
+    def pose_and_axes(self, joint_pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[tuple[ChainJoint, np.ndarray,
+                                                                                                   np.ndarray]]]:
+        """:meth:`ee_pose` and, from the same pass, each chain joint with its anchor and unit axis in the base
+        frame (MuJoCo's ``xanchor``, ``xaxis``): what a Jacobian of a point the end effector carries needs
+        (:meth:`point_jacobian`)."""
         q = np.asarray(joint_pos, dtype=np.float64)
-        p, r = np.zeros(3), np.eye(3)
+        p, r, axes = np.zeros(3), np.eye(3), []
         for link in self.links:
             p, r = p + r @ link.offset, r @ link.rotation
             for j in link.joints:
-                delta = q[j.index] - j.ref
+                delta, anchor = q[j.index] - j.ref, p + r @ j.anchor
+                axes.append((j, anchor, r @ j.axis))  # a hinge's axis is the same before and after its turn
                 if j.hinge:  # turn about the anchor: the anchor stays where it is
-                    anchor = p + r @ j.anchor
                     r = r @ axis_rotation(j.axis, delta)
                     p = anchor - r @ j.anchor
                 else:
                     p = p + r @ j.axis * delta
-        return p + r @ self.site_offset, r @ self.site_rotation
+        return p + r @ self.site_offset, r @ self.site_rotation, axes
+
+    def point_jacobian(self, axes: list[tuple[ChainJoint, np.ndarray, np.ndarray]], point: np.ndarray,
+                       joints: list[int]) -> np.ndarray:
+        """``[3, len(joints)]``: how ``point`` (base frame, carried by the end effector) moves per unit of each of
+        the bundle's ``joints`` (indices into its ``joint_names``), from :meth:`pose_and_axes`'s ``axes``; a joint
+        off the chain moves it not at all. The training side computes the same from sensors
+        (``ctrl_rl.robots.terms.point_jacobian``)."""
+        jac = np.zeros((3, len(joints)))
+        column = {index: k for k, index in enumerate(joints)}
+        for j, anchor, axis in axes:
+            if j.index in column:
+                jac[:, column[j.index]] += np.cross(axis, point - anchor) if j.hinge else axis
+        return jac
 
 
 def _vector(value: Any, n: int) -> np.ndarray:

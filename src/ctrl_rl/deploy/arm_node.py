@@ -23,7 +23,9 @@ from . import messages as m
 from .arm_kinematics import KinematicChain, WorkspaceBox
 from .safety import JointCommand, clamp_targets
 
-OBJECT_TERMS = ("object_pose", "object_to_ee", "object_to_tool")
+OBJECT_TERMS = ("object_pose", "object_to_ee", "object_to_tool", "tool_correction")
+TOOL_TERMS = ("object_to_tool", "tool_correction")
+"""Terms of a held tool's tip: a bundle that observes one carries the tip's ``tool_offset``."""
 """The observation terms an object pose source feeds (``ctrl_rl.robots.terms.EXTERNAL_TERMS``)."""
 
 
@@ -106,9 +108,12 @@ class ArmSide:
             self.tool_offset = np.asarray(meta["tool_offset"], dtype=np.float64)
             if self.tool_offset.shape != (3,) or not np.all(np.isfinite(self.tool_offset)):
                 raise ValueError(f"arm bundle's tool_offset must be 3 finite numbers (m), got {meta['tool_offset']!r}")
-        elif any(t.get("name") == "object_to_tool" for t in meta.get("obs_terms", [])):
-            raise ValueError("arm bundle observes object_to_tool but its metadata has no tool_offset; re-export it "
-                             "with `ctrl-rl export <run>`")
+        elif any(t.get("name") in TOOL_TERMS for t in meta.get("obs_terms", [])):
+            raise ValueError(f"arm bundle observes {'/'.join(TOOL_TERMS)} but its metadata has no tool_offset; "
+                             "re-export it with `ctrl-rl export <run>`")
+        names = list(joint_names)
+        self.moved = [names.index(j) for j in meta.get("action_joints", names) if j in names]
+        """The joints the policy moves (indices into ``joint_names``): the columns of ``tool_jacobian``."""
         self.lift_range: tuple[float, float] | None = None
         """A lift bundle's training range of the target height (m; the bundle's ``object.lift_height``)."""
         if any(t.get("name") == "lift_command" for t in meta.get("obs_terms", [])):
@@ -148,12 +153,14 @@ class ArmSide:
         return pose
 
     def kinematic_signals(self, joint_pos: np.ndarray) -> dict[str, np.ndarray]:
-        """``ee_pos`` and, for a bundle with a :attr:`tool_offset`, ``tool_pos`` (the held tool's tip) at
-        ``joint_pos`` (m, base frame), from one pass of the chain."""
-        ee, rotation = self.chain.ee_pose(joint_pos)
+        """``ee_pos`` and, for a bundle with a :attr:`tool_offset`, ``tool_pos`` (the held tool's tip) and its
+        Jacobian in the moved joints (``tool_jacobian``, ``[3, n]``) at ``joint_pos`` (m, base frame), from one pass
+        of the chain."""
+        ee, rotation, axes = self.chain.pose_and_axes(joint_pos)
         if self.tool_offset is None:
             return {"ee_pos": ee}
-        return {"ee_pos": ee, "tool_pos": ee + rotation @ self.tool_offset}
+        tool = ee + rotation @ self.tool_offset
+        return {"ee_pos": ee, "tool_pos": tool, "tool_jacobian": self.chain.point_jacobian(axes, tool, self.moved)}
 
     def guard(self, out: JointCommand, limits: np.ndarray | None, torque: np.ndarray | None,
               measured: np.ndarray, joint_vel: np.ndarray | None) -> JointCommand | None:

@@ -188,10 +188,12 @@ class NodeParams:
 
     def sources(self) -> tuple[str, ...]:
         """The external signals this robot provides (``RobotPolicy(sources=...)``): ``height_scan``
-        when a height-map topic is configured, ``object_pose`` (and the terms ``object_to_ee`` and
-        ``object_to_tool`` it feeds) when an object pose topic is, ``lift_command`` when a lift command topic is."""
+        when a height-map topic is configured, ``object_pose`` (and the terms ``object_to_ee``,
+        ``object_to_tool`` and ``tool_correction`` it feeds) when an object pose topic is, ``lift_command``
+        when a lift command topic is."""
+        objects = ("object_pose", "object_to_ee", "object_to_tool", "tool_correction")
         return (("height_scan",) if self.height_map_topic else ()) + \
-            (("object_pose", "object_to_ee", "object_to_tool") if self.object_pose_topic else ()) + \
+            (objects if self.object_pose_topic else ()) + \
             (("lift_command",) if self.lift_command_topic else ())
 
     def flat(self) -> dict[str, Any]:

@@ -108,9 +108,9 @@ class SafetyConfig:
     """A height-map clearance beyond +-this (m) makes the message malformed (a perception fault,
     not terrain a policy trained on +-1 m readings could use)."""
     object_pose_timeout: float = 0.2
-    """An object pose (arm bundles that observe ``object_pose``, ``object_to_ee`` or ``object_to_tool``) older
-    than this (s) is a fault: the node does not stand up without a fresh one and goes to damping when it goes
-    stale. 0.2 s is six periods of a 30 Hz camera tracker; raise it for a slower source."""
+    """An object pose (arm bundles that observe ``object_pose``, ``object_to_ee``, ``object_to_tool`` or
+    ``tool_correction``) older than this (s) is a fault: the node does not stand up without a fresh one and goes
+    to damping when it goes stale. 0.2 s is six periods of a 30 Hz camera tracker; raise it for a slower source."""
     workspace_margin: float = 0.2
     """Arm bundles: every policy target's end effector (forward kinematics) is kept inside the task's target
     box (stretched to hold the default pose's end effector) grown by this much (m) on every side. A soft PD

@@ -192,6 +192,18 @@ def build_arm_model(arm: ArmRobot, visuals: bool = False,
     return model, layout
 
 
+def add_joint_frame_sensors(spec: mujoco.MjSpec, arm: ArmRobot) -> None:
+    """Each arm joint's body frame in the base frame (sensors ``<joint>_frame_pos``, ``<joint>_frame_quat``): with
+    the joint's own anchor and axis, what the Jacobian of a point the arm carries needs
+    (``ArmTask.point_jacobian``). A task that observes ``tool_correction`` adds them in its scene."""
+    S, O = mujoco.mjtSensor, mujoco.mjtObj  # noqa: E741
+    for name in arm.arm_joints:
+        body = spec.joint(name).parent.name
+        for suffix, kind in (("pos", S.mjSENS_FRAMEPOS), ("quat", S.mjSENS_FRAMEQUAT)):
+            spec.add_sensor(name=f"{name}_frame_{suffix}", type=kind, objtype=O.mjOBJ_XBODY, objname=body,
+                            reftype=O.mjOBJ_XBODY, refname=arm.base_body)
+
+
 def arm_indices(model: mujoco.MjModel, names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
     """``qpos`` and ``qvel`` addresses of joints ``names`` (one-dof joints), in that order."""
     ids = [model.joint(n).id for n in names]

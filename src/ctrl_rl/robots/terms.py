@@ -152,6 +152,40 @@ def object_to_tool(s: Mapping[str, Array]) -> Array:
     return s["object_pose"][..., :3] - s["tool_pos"]
 
 
+TOOL_DAMPING = 0.01
+"""The damping (m) of :func:`tool_correction`'s least squares: below a singular value of about this much, a
+direction of the tip's motion is given up rather than bought with large joint steps."""
+
+
+def point_jacobian(anchors: Array, axes: Array, hinge: Array, point: Array) -> Array:
+    """``[..., 3, n]``: how a point carried by a serial arm moves per unit of each of ``n`` joints, from each
+    joint's ``anchors [..., n, 3]`` and unit ``axes [..., n, 3]`` (base frame) and ``hinge [n]`` (1: a hinge, whose
+    column is ``axis x (point - anchor)``; 0: a slide, whose column is its axis). A joint below which the point
+    does not hang has a zero axis: a zero column."""
+    xp = namespace(point)
+    turn = _cross(axes, point[..., None, :] - anchors, xp)
+    return (hinge[..., None] * turn + (1.0 - hinge[..., None]) * axes).swapaxes(-1, -2)
+
+
+def damped_least_squares(jac: Array, err: Array, damping: float) -> Array:
+    """``J^T (J J^T + damping^2 I)^-1 err``, ``[..., n]`` for ``jac [..., 3, n]`` and ``err [..., 3]``: the
+    smallest joint step that moves the point by ``err`` (Wampler's damped least squares, as differential inverse
+    kinematics uses it)."""
+    xp = namespace(jac)
+    jt = jac.swapaxes(-1, -2)
+    eye = xp.eye(3, dtype=jac.dtype) if xp is np else xp.eye(3, dtype=jac.dtype, device=jac.device)
+    return (jt @ xp.linalg.solve(jac @ jt + damping ** 2 * eye, err[..., None]))[..., 0]
+
+
+def tool_correction(s: Mapping[str, Array]) -> Array:
+    """The step of the moved joints (rad, ``[..., n]``) that takes the held tool's tip onto the object's point
+    (:func:`object_to_tool`), by damped least squares through the tip's Jacobian (``tool_jacobian``, ``[..., 3,
+    n]``). The same millimetre is a different joint vector at every pose of the arm; this term hands a policy
+    that vector, which a residual in joint space otherwise has to learn as the arm's Jacobian (ResiP acts in the
+    end effector's space for this reason)."""
+    return damped_least_squares(s["tool_jacobian"], object_to_tool(s), TOOL_DAMPING)
+
+
 def ee_pose_error(s: Mapping[str, Array]) -> Array:
     """The end effector's pose error to its target (base frame): position (m) and :func:`quat_error`,
     ``[..., 6]``."""
@@ -179,6 +213,7 @@ TERM_FUNCTIONS: dict[str, Callable[[Mapping[str, Array]], Array]] = {
     "object_pose": object_pose,
     "object_to_ee": object_to_ee,
     "object_to_tool": object_to_tool,
+    "tool_correction": tool_correction,
     "lift_command": lambda s: s["lift_command"],
     # the terrain around the base (simulation: ray casts; a robot: a configured height-map source)
     "height_scan": lambda s: s["height_scan"],
@@ -202,13 +237,15 @@ on the joints the policy moves; ``feet``: its
 foot geoms paired by position; ``scan``: the scan points paired by position). ``ctrl_rl.mirror``."""
 
 ROBOT_SIGNALS = ("imu_quat", "imu_gyro", "joint_pos", "joint_vel", "command", "last_action", "default_pose",
-                 "gait_phase", "pose_command", "ee_pos", "tool_pos")
+                 "gait_phase", "pose_command", "ee_pos", "tool_pos", "tool_jacobian")
 """Signals a deploy node can provide; a policy's terms must use only these. ``gait_phase`` is the
 controller's own clock: control steps since the episode (policy mode) began, over the bundle's
 ``gait_period``, modulo 1. ``pose_command``: an arm's end-effector target ``[x, y, z, qw, qx, qy, qz]``
 in its base frame. ``ee_pos``: an arm's end-effector position in its base frame, by forward kinematics of
 ``joint_pos`` (the bundle's ``kinematic_chain``). ``tool_pos``: the tip of a tool the arm holds rigidly (insert's
-peg), the end effector's pose by the same kinematics moved by the bundle's ``tool_offset`` (end-effector frame)."""
+peg), the end effector's pose by the same kinematics moved by the bundle's ``tool_offset`` (end-effector frame).
+``tool_jacobian``: that tip's Jacobian in the moved joints, ``[3, n]`` (:func:`point_jacobian` of the chain's joint
+axes at ``joint_pos``)."""
 
 ROBOT_TERMS = ("base_ang_vel", "projected_gravity", "velocity_commands", "joint_pos_rel", "joint_vel", "last_action",
                "gait_clock", "pose_command")
@@ -218,6 +255,7 @@ EXTERNAL_TERMS = {"height_scan": "a height-map source (terrain perception)",
                   "object_pose": "an object pose source (motion capture or perception)",
                   "object_to_ee": "an object pose source (motion capture or perception)",
                   "object_to_tool": "an object pose source (motion capture or perception)",
+                  "tool_correction": "an object pose source (motion capture or perception)",
                   "lift_command": "a lift target source (the operator's target height)"}
 """Terms a robot can observe only from an extra source, by term: what provides it. A deploy
 node refuses a bundle whose actor needs one unless that source is configured."""

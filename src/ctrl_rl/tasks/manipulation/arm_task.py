@@ -25,7 +25,7 @@ import torch
 from ctrl_rl.env import SimulationError
 from ctrl_rl.robots.arm import ArmRobot, arm_indices, build_arm_model, load_arm, rest_qpos, settled_qpos
 from ctrl_rl.robots.robot import SensorLayout
-from ctrl_rl.robots.terms import ObsTerm, compute_obs
+from ctrl_rl.robots.terms import ObsTerm, compute_obs, point_jacobian, quat_conjugate, quat_rotate_inverse
 from ctrl_rl.tasks.rewards import weighted_sum
 
 from .arm_config import ArmTaskConfig
@@ -99,6 +99,7 @@ class ArmTask:
         self.episode_metrics: dict[str, torch.Tensor] = {}
         self.post_step_signals: dict[str, torch.Tensor] | None = None
         self._nominal: dict[str, torch.Tensor] = {}
+        self._joint_frames = self._frame_layout(model) if f"{arm.arm_joints[0]}_frame_pos" in self.sensors else None
 
     def tensor(self, x: Any) -> torch.Tensor:
         """``x`` as float32 on the task's device."""
@@ -151,6 +152,34 @@ class ArmTask:
         return {"joint_pos": sd[:, self.pos_cols], "joint_vel": sd[:, self.vel_cols], "default_pose": self.default_pose,
                 "last_action": self.last_action, "ee_pos": sd[:, self.sensors["ee_pos"]],
                 "ee_quat": sd[:, self.sensors["ee_quat"]]}
+
+    def _frame_layout(self, model: mujoco.MjModel) -> tuple[torch.Tensor, ...]:
+        """The sensor columns of each arm joint's body frame and the joint's anchor, axis and type in it."""
+        ids = [model.joint(j).id for j in self.arm.arm_joints]
+        bodies = [int(model.jnt_bodyid[i]) for i in ids]
+        if len(set(bodies)) < len(bodies):
+            raise ValueError(f"arm {self.arm.name}: point_jacobian reads one joint per body; "
+                             f"{[model.joint(i).name for i in ids]} share a body")
+        cols = lambda suffix: torch.tensor([list(range(self.sensors[f"{j}_frame_{suffix}"].start,  # noqa: E731
+                                                       self.sensors[f"{j}_frame_{suffix}"].stop))
+                                            for j in self.arm.arm_joints], device=self.device)
+        hinge = model.jnt_type[ids] == mujoco.mjtJoint.mjJNT_HINGE
+        return cols("pos"), cols("quat"), self.tensor(model.jnt_pos[ids]), self.tensor(model.jnt_axis[ids]), \
+            self.tensor(hinge)
+
+    def point_jacobian(self, sd: torch.Tensor, point: torch.Tensor) -> torch.Tensor:
+        """``[N, 3, n_arm]``: how ``point [N, 3]`` (base frame; a point the end effector's body carries, such as a
+        held tool's tip) moves per radian of each arm joint, from the joints' body frames in the sensor snapshot
+        ``sd`` (:func:`~ctrl_rl.robots.arm.add_joint_frame_sensors`, which the task's scene adds) and
+        :func:`~ctrl_rl.robots.terms.point_jacobian`."""
+        if self._joint_frames is None:
+            raise ValueError(f"{type(self).__name__}: point_jacobian needs the joints' frame sensors; add them in "
+                             "the task's scene with ctrl_rl.robots.arm.add_joint_frame_sensors")
+        pos_cols, quat_cols, anchor, axis, hinge = self._joint_frames
+        pos, quat = sd[:, pos_cols], sd[:, quat_cols]  # [N, n, 3], [N, n, 4]
+        inverse = quat_conjugate(quat)  # rotating by q is rotating by the inverse of its conjugate
+        return point_jacobian(pos + quat_rotate_inverse(inverse, anchor.expand_as(pos)),
+                              quat_rotate_inverse(inverse, axis.expand_as(pos)), hinge, point)
 
     # -- hooks called by MjVecEnv ----------------------------------------------------------------
     def randomize_model(self, physics: Any, gen: torch.Generator) -> None:

@@ -18,10 +18,12 @@ that a reset writes and that hold still under the peg (a large armature, damping
 micrometres in an episode of the expert's pushing; a reset moves it through ``write_rows`` like every other
 coordinate). Its walls do not touch the table (an ``exclude`` pair); the peg touches the table and the walls (and
 the fingers, where they reach it). The policy moves the six arm joints (the gripper holds its rest target) and
-observes joint positions and velocities, the socket's pose and its position relative to the end effector (with
-``socket_obs_noise``) and the last action. Rewards are the terms of ``rewards.py: insert_terms``; success is the
-named metric ``success_rate`` (:class:`~.insert_config.InsertConfig`'s docstring states the rule), which ``ctrl-rl
-eval`` prints. A peg tip below the table or a non-finite one is a ``SimulationError``.
+observes joint positions and velocities, the socket's pose and its position relative to the end effector and to
+the peg's tip (with ``socket_obs_noise``), the joint step that takes the tip to the hole's bottom through the tip's
+Jacobian (``tool_correction``; ``task.kwargs.tool_correction=false`` leaves it out) and the last action. Rewards
+are the terms of ``rewards.py: insert_terms``; success is the named metric ``success_rate``
+(:class:`~.insert_config.InsertConfig`'s docstring states the rule), which ``ctrl-rl eval`` prints. A peg tip below
+the table or a non-finite one is a ``SimulationError``.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Any
 import mujoco
 import torch
 
-from ctrl_rl.robots.arm import load_arm
+from ctrl_rl.robots.arm import add_joint_frame_sensors, load_arm
 from ctrl_rl.robots.arm_scenes import PEG, PEG_SOCKET_KEYS, SOCKET, add_peg_and_socket, inserted, peg_in_hole
 from ctrl_rl.robots.terms import ObsTerm, quat_angle, quat_mul
 from ctrl_rl.tasks import register_task
@@ -41,6 +43,9 @@ from .arm_task import ArmLayout, ArmTask, check_object
 from .insert_config import InsertConfig
 from .rewards import insert_terms
 
+TIP_LEVER = 0.3
+"""About how far the peg's tip is from the arm's shoulder (m): the socket's observation noise (m) over it is the
+noise of ``tool_correction`` (rad)."""
 DOWN = (0.0, 0.0, 1.0, 0.0)
 """A half turn about y (w, x, y, z): the end effector's approach axis straight down, its fingers along y."""
 
@@ -62,9 +67,10 @@ class InsertTask(ArmTask):
         self.start_ranges = self.tensor([cfg.socket_x, cfg.socket_y, cfg.socket_yaw]).T  # [2, 3]
         self.rest_targets[n_arm:] = self.tensor(self.joint_limits[n_arm:, 0])  # the gripper closed on the peg
         noise = cfg.socket_obs_noise * cfg.obs_noise
+        correction = (ObsTerm("tool_correction", n_arm, noise=noise / TIP_LEVER),) if cfg.tool_correction else ()
         self.set_obs_terms((*self.joint_terms(), ObsTerm("object_pose", 9, noise=noise),
                             ObsTerm("object_to_ee", 3, noise=noise), ObsTerm("object_to_tool", 3, noise=noise),
-                            ObsTerm("last_action", self.action_dim)))
+                            *correction, ObsTerm("last_action", self.action_dim)))
         self.tip_pos = torch.zeros(num_envs, 3, device=device)
         """The peg tip's position at the last step (base frame), which :meth:`check_simulation` reads."""
         self.down = self.tensor(DOWN)
@@ -74,14 +80,23 @@ class InsertTask(ArmTask):
         """The peg and the socket (:func:`add_peg_and_socket`), the peg's mass the middle of ``object_mass`` until
         :meth:`randomize_model`."""
         arm = load_arm(cfg.arm)
-        return lambda spec: add_peg_and_socket(spec, cfg, arm.base_body, arm.ee_site)
+
+        def edit(spec: mujoco.MjSpec) -> None:
+            add_peg_and_socket(spec, cfg, arm.base_body, arm.ee_site)
+            if cfg.tool_correction:
+                add_joint_frame_sensors(spec, arm)
+        return edit
 
     def signals(self, physics: Any) -> dict[str, torch.Tensor]:
         """The arm's signals, the socket's pose (``object_pose``, its base centre on the table, base frame) and
-        the peg's tip (``tool_pos``)."""
+        the peg's tip (``tool_pos``) and, with ``tool_correction``, its Jacobian (``tool_jacobian``)."""
         sd = self.snapshot(physics)
         pose = torch.cat([sd[:, self.sensors["socket_pos"]], sd[:, self.sensors["socket_quat"]]], -1)
-        return {**self.arm_signals(sd), "object_pose": pose, "tool_pos": sd[:, self.sensors["peg_tip_pos"]]}
+        tip = sd[:, self.sensors["peg_tip_pos"]]
+        s = {**self.arm_signals(sd), "object_pose": pose, "tool_pos": tip}
+        if self.cfg.tool_correction:
+            s["tool_jacobian"] = self.point_jacobian(sd, tip)
+        return s
 
     def goal_quat(self, socket_quat: torch.Tensor) -> torch.Tensor:
         """``[N, 4]``: the end effector's orientation with the peg down the hole, square to its walls."""

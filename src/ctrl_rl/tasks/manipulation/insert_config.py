@@ -80,6 +80,9 @@ class InsertConfig(ObjectTaskConfig):
     """``orientation``'s kernel width (rad): the end effector's angle from its goal (the peg upright, turned
     with the socket)."""
 
+    tool_correction: bool = True
+    """Observe ``tool_correction`` (``ctrl_rl.robots.terms``): the joint step that takes the peg's tip to the hole's
+    bottom, through the tip's Jacobian (6 values). False: the 35 values of the observation before it."""
     jam_band: float = 0.003
     """``jam``: the band above the hole's top (m) over which the term rises from 0 to 1 as a tip off the hole's
     axis (by more than ``clearance`` + ``success_margin``) comes down onto the rim."""
