@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fresh machine -> the whole test suite (unit, conformance, learning, resume, MuJoCo, mjlab, ROS 2 and
-# rendering tests; ~33 min on 2 cores from scratch, of which ~2 min build the side venvs).
+# rendering tests; pytest ~34 min on 2 cores with two workers, 53 min in one process; plus the side venvs).
 # Extra pytest arguments pass through, e.g. `bash scripts/test.sh -m "not slow"`.
 set -euo pipefail
 cd "$(dirname "$0")/.."

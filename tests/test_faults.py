@@ -215,19 +215,24 @@ def test_a_signal_stops_a_test_suite_in_the_middle_of_in_process_training(tmp_pa
         "           f'runner.log_root={tmp_path}'])\n\n"
         "def test_after():\n"
         "    pass\n")
+    # as from a terminal: an xdist worker ignores SIGINT, and an ignored signal stays ignored across exec
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp",
                              str(tmp_path / "t"), str(tmp_path / "test_long.py")],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
-    deadline = time.time() + 120
-    while not list((tmp_path / "t").glob("*/ppo/pendulum/*/events.out.tfevents.*")):
-        assert proc.poll() is None and time.time() < deadline, proc.stdout.read() if proc.poll() is not None else ""
-        time.sleep(0.05)
-    time.sleep(1.0)
-    proc.send_signal(sig)
-    t0 = time.monotonic()
-    out, _ = proc.communicate(timeout=60)
-    assert time.monotonic() - t0 < 5, out[-2000:]
-    assert proc.returncode != 0 and "1 passed" not in out, out[-2000:]  # test_after never ran
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.time() + 120
+        while not list((tmp_path / "t").glob("*/ppo/pendulum/*/events.out.tfevents.*")):
+            assert proc.poll() is None and time.time() < deadline, proc.stdout.read() if proc.poll() is not None else ""
+            time.sleep(0.05)
+        time.sleep(1.0)
+        proc.send_signal(sig)
+        t0 = time.monotonic()
+        out, _ = proc.communicate(timeout=60)
+        assert time.monotonic() - t0 < 5, out[-2000:]
+        assert proc.returncode != 0 and "1 passed" not in out, out[-2000:]  # test_after never ran
+    finally:
+        proc.kill()  # never left training when the test fails
 
 
 # -- 4. divergence is caught in the iteration it appears -------------------------------------------
