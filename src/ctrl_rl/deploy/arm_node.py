@@ -24,9 +24,9 @@ from .arm_kinematics import KinematicChain, WorkspaceBox
 from .safety import JointCommand, clamp_targets
 
 OBJECT_TERMS = ("object_pose", "object_to_ee", "object_to_tool", "tool_correction")
+"""The observation terms an object pose source feeds (``ctrl_rl.robots.terms.EXTERNAL_TERMS``)."""
 TOOL_TERMS = ("object_to_tool", "tool_correction")
 """Terms of a held tool's tip: a bundle that observes one carries the tip's ``tool_offset``."""
-"""The observation terms an object pose source feeds (``ctrl_rl.robots.terms.EXTERNAL_TERMS``)."""
 
 
 def matrix_to_quat(r: np.ndarray) -> np.ndarray:
