@@ -160,8 +160,7 @@ direction of the tip's motion is given up rather than bought with large joint st
 def point_jacobian(anchors: Array, axes: Array, hinge: Array, point: Array) -> Array:
     """``[..., 3, n]``: how a point carried by a serial arm moves per unit of each of ``n`` joints, from each
     joint's ``anchors [..., n, 3]`` and unit ``axes [..., n, 3]`` (base frame) and ``hinge [n]`` (1: a hinge, whose
-    column is ``axis x (point - anchor)``; 0: a slide, whose column is its axis). A joint below which the point
-    does not hang has a zero axis: a zero column."""
+    column is ``axis x (point - anchor)``; 0: a slide, whose column is its axis)."""
     xp = namespace(point)
     turn = _cross(axes, point[..., None, :] - anchors, xp)
     return (hinge[..., None] * turn + (1.0 - hinge[..., None]) * axes).swapaxes(-1, -2)
