@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .arm_node import OBJECT_TERMS
 from .safety import SafetyConfig
 from .typed_params import check_value, from_flat, to_flat
 
@@ -191,9 +192,8 @@ class NodeParams:
         when a height-map topic is configured, ``object_pose`` (and the terms ``object_to_ee``,
         ``object_to_tool`` and ``tool_correction`` it feeds) when an object pose topic is, ``lift_command``
         when a lift command topic is."""
-        objects = ("object_pose", "object_to_ee", "object_to_tool", "tool_correction")
         return (("height_scan",) if self.height_map_topic else ()) + \
-            (objects if self.object_pose_topic else ()) + \
+            (OBJECT_TERMS if self.object_pose_topic else ()) + \
             (("lift_command",) if self.lift_command_topic else ())
 
     def flat(self) -> dict[str, Any]:
