@@ -174,7 +174,7 @@ def test_the_socket_is_drawn_per_episode_and_the_peg_per_world_and_the_peg_is_in
 def _peg_at(env, depth: float, offset: float = 0.0) -> None:
     """Every env's arm posed by inverse kinematics so the peg, upright, has its tip ``depth`` down the hole and
     ``offset`` (m, along x) off its axis (written, not stepped: a hand-made state)."""
-    task, ik = env.task, ArmIK(env)
+    task, ik = env.task, ArmIK(env.physics.model, env.task.arm)
     qpos, qvel = env.physics.qpos.clone(), torch.zeros_like(env.physics.qvel)
     socket = task.signals(env.physics)["object_pose"].to(torch.float64).numpy()
     for i in range(env.num_envs):

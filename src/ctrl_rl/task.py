@@ -100,7 +100,9 @@ class NamedTerm(Protocol):
 @runtime_checkable
 class MjTaskConfig(Protocol):
     """A task's parameters: a dataclass whose fields are ``task.kwargs`` (each documented under its
-    declaration: ``--help`` prints them), registered with ``ctrl_rl.tasks.register_task(config=...)``."""
+    declaration: ``--help`` prints them), registered with ``ctrl_rl.tasks.register_task(config=...)``.
+    Optional: a class attribute ``TRAINING_ONLY``, the names of fields that shape training alone (a start
+    curriculum); a checkpoint's eval, play, export and collect set them back to their defaults."""
 
     @property
     def robot(self) -> str | None:

@@ -4,6 +4,8 @@ spaces, the device checked before any work."""
 
 from __future__ import annotations
 
+from dataclasses import fields, replace
+
 import torch
 
 from ctrl_rl.algos.checkpoints import find_checkpoint, inference_learner, load_checkpoint, on_this_machine
@@ -12,6 +14,7 @@ from ctrl_rl.config import ConfigError, TrainConfig
 from ctrl_rl.nets.actor_critic import concat_groups
 from ctrl_rl.nets.memory import RecurrentPolicy, StatefulPolicy
 from ctrl_rl.sims.build import build_env
+from ctrl_rl.tasks import MUJOCO_SIMS, tasks
 
 
 def require_device(device: str) -> None:
@@ -28,9 +31,25 @@ def load_policy(spec: str, overrides: list[str]):
     (e.g. ``task.kwargs.*`` for a different evaluation setting)."""
     path = find_checkpoint(spec)
     cfg, state = load_checkpoint(path)
-    cfg = apply_overrides(on_this_machine(cfg), overrides)
+    cfg = apply_overrides(as_a_robot_starts(on_this_machine(cfg), overrides), overrides)
     require_device(cfg.device)
     return cfg, path, inference_learner(cfg, state), state
+
+
+def as_a_robot_starts(cfg: TrainConfig, overrides: list[str]) -> TrainConfig:
+    """``cfg`` with its task's training-only keys (``TRAINING_ONLY`` of a MuJoCo-family task's config: a start
+    curriculum) back at their defaults, each said once, unless ``overrides`` set them: inference judges a policy
+    from the start a robot gives it."""
+    entry = tasks().get(cfg.task.name) if cfg.sim.name in MUJOCO_SIMS else None
+    kwargs = cfg.task.kwargs
+    for key in getattr(entry.config, "TRAINING_ONLY", ()) if entry else ():
+        default = next(f.default for f in fields(entry.config) if f.name == key)
+        if key in kwargs and kwargs[key] != default and not any(o.lstrip("+").startswith(f"task.kwargs.{key}=")
+                                                                for o in overrides):
+            print(f"task.kwargs.{key}={kwargs[key]} shaped training only: episodes start as on a robot "
+                  f"({key}={default}; task.kwargs.{key}=... to keep it)")
+            kwargs = {k: v for k, v in kwargs.items() if k != key}
+    return replace(cfg, task=replace(cfg.task, kwargs=kwargs))
 
 
 def checked_env(cfg: TrainConfig, state: dict, num_envs: int, seed: int):

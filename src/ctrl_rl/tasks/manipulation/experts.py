@@ -41,22 +41,22 @@ class ArmIK:
     """Inverse kinematics and gravity-compensated joint targets for one arm, on a host copy of the model.
 
     Goals are in the arm's base frame; ``solve`` starts from a world's ``qpos`` and returns the arm joints'
-    positions that put the end-effector site at the goal (position, and orientation where given)."""
+    positions that put the end-effector site at the goal (position, and orientation where given). ``model``: the
+    task's host model (an env's ``physics.model``), ``arm``: its ``ArmRobot`` (``task.arm``)."""
 
-    def __init__(self, env: Any) -> None:
-        task, model = env.task, env.physics.model
-        self.model, self.data, self.arm = model, mujoco.MjData(model), task.arm
-        self.n_arm = len(task.arm.arm_joints)
-        self.qadr, self.dofs = arm_indices(model, task.arm.arm_joints)
-        self.site = model.site(task.arm.ee_site).id
+    def __init__(self, model: mujoco.MjModel, arm: Any) -> None:
+        self.model, self.data, self.arm = model, mujoco.MjData(model), arm
+        self.n_arm = len(arm.arm_joints)
+        self.qadr, self.dofs = arm_indices(model, arm.arm_joints)
+        self.site = model.site(arm.ee_site).id
         self.lo, self.hi = model.jnt_range[model.dof_jntid[self.dofs]].T
-        self.kp = np.asarray(task.arm.kp[:self.n_arm])
-        self.default = np.asarray(task.arm.default_pose)
-        self.scale = np.asarray(task.arm.action_scales)
+        self.kp = np.asarray(arm.kp[:self.n_arm])
+        self.default = np.asarray(arm.default_pose)
+        self.scale = np.asarray(arm.action_scales)
         self.orientation = self.n_arm >= 6
         """Whether the arm can set the end effector's orientation too (six joints or more)."""
         mujoco.mj_kinematics(model, self.data)
-        base = model.body(task.arm.base_body).id
+        base = model.body(arm.base_body).id
         self.base_pos, self.base_rot = self.data.xpos[base].copy(), self.data.xmat[base].reshape(3, 3).copy()
         self.base_quat = self.data.xquat[base].copy()
 
@@ -107,7 +107,7 @@ class ReachExpert:
     """Inverse kinematics to each env's pose target, gravity compensated."""
 
     def __init__(self, env: Any) -> None:
-        self.env, self.ik = env, ArmIK(env)
+        self.env, self.ik = env, ArmIK(env.physics.model, env.task.arm)
 
     def __call__(self, obs: Obs) -> torch.Tensor:
         task, qpos = self.env.task, _rows(self.env.physics.qpos)
@@ -148,7 +148,7 @@ class LiftExpert:
     """s: the longest an approach or descent waits for ``NEAR``/``AT``; the time the gripper takes to close."""
 
     def __init__(self, env: Any) -> None:
-        self.env, self.ik = env, ArmIK(env)
+        self.env, self.ik = env, ArmIK(env.physics.model, env.task.arm)
         n = env.num_envs
         self.phase, self.timer = np.zeros(n, dtype=np.int64), np.zeros(n)
         self.grasp = np.zeros((n, 3))
@@ -215,7 +215,7 @@ class InsertExpert:
     """rad: the orientation correction's bound, per axis."""
 
     def __init__(self, env: Any) -> None:
-        self.env, self.ik = env, ArmIK(env)
+        self.env, self.ik = env, ArmIK(env.physics.model, env.task.arm)
         n = env.num_envs
         self.phase, self.timer, self.bias = np.zeros(n, dtype=np.int64), np.zeros(n), np.zeros((n, 2))
         self.turn = np.zeros((n, 3))

@@ -9,7 +9,9 @@ past a fraction of its depth, centred on its axis). Two differences, said here a
   gripper is closed (its rest target is the fingers' closed limit) but does not bear on the peg: on the YAM the
   finger pads sit 1.4 cm off the site's axis, beside the peg. A grasp held by friction is a later slice.
 * **The start** is the arm's default pose with random joint offsets (as lift's), not Factory's end effector
-  placed above the socket by inverse kinematics: the policy also brings the peg over the hole.
+  placed above the socket by inverse kinematics: the policy also brings the peg over the hole. Training may start
+  a share of its episodes (``task.kwargs.rim_start``) with the tip just above the rim, off the hole's axis, where
+  failed episodes end (``insert_starts.py``); evaluation never does.
 
 The peg and the socket are added to the arm's model by an MJCF edit (``ctrl_rl.robots.arm_scenes``:
 ``add_peg_and_socket``, torch-free, so sim2sim rebuilds it from the bundle): the peg a box with a site at its tip;
@@ -41,6 +43,7 @@ from ctrl_rl.tasks import register_task
 
 from .arm_task import ArmLayout, ArmTask, check_object
 from .insert_config import InsertConfig
+from .insert_starts import rim_start_bank
 from .rewards import insert_terms
 
 TIP_LEVER = 0.3
@@ -74,6 +77,9 @@ class InsertTask(ArmTask):
         self.tip_pos = torch.zeros(num_envs, 3, device=device)
         """The peg tip's position at the last step (base frame), which :meth:`check_simulation` reads."""
         self.down = self.tensor(DOWN)
+        self._rim_bank: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._start_action = torch.zeros(num_envs, self.action_dim, device=device)
+        """Each env's last action as its latest reset drew it: zero, or the hold of its rim start."""
 
     @classmethod
     def scene(cls, cfg: InsertConfig) -> Callable[[mujoco.MjSpec], None]:
@@ -114,7 +120,27 @@ class InsertTask(ArmTask):
         drawn[:, :2] -= self.socket_home  # the slide joints move the socket from its home
         a = self.socket_qadr
         qpos[:, a:a + 3] = drawn.to(qpos.dtype)
+        if self.cfg.rim_start > 0:
+            qpos = self.draw_rim_starts(qpos, gen)
         return qpos, qvel
+
+    def draw_rim_starts(self, qpos: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        """``qpos`` with a ``rim_start`` share of its rows replaced by poses of the bank (``insert_starts.py``,
+        solved on the first call); keeps those rows' holding actions for :meth:`reset_rows`."""
+        if self._rim_bank is None:
+            bank, hold = rim_start_bank(self._model, self.arm, self.cfg, self.start_qpos().cpu().double().numpy(),
+                                        self.socket_qadr)
+            self._rim_bank = self.tensor(bank).to(qpos.dtype), self.tensor(hold)
+        bank, hold = self._rim_bank
+        picked = torch.rand(self.num_envs, generator=gen, device=self.device) < self.cfg.rim_start
+        row = torch.randint(len(bank), (self.num_envs,), generator=gen, device=self.device)
+        self._start_action = torch.where(picked[:, None], hold[row], 0.0)
+        return torch.where(picked[:, None], bank[row], qpos)
+
+    def reset_rows(self, rows: torch.Tensor, gen: torch.Generator) -> None:
+        """No held steps; the last action zero, or the hold of a rim start (:meth:`draw_rim_starts`)."""
+        super().reset_rows(rows, gen)
+        self.last_action = torch.where(rows[:, None], self._start_action, self.last_action)
 
     def evaluate(self, physics: Any, episode_length: torch.Tensor,
                  gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:

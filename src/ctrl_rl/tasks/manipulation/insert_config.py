@@ -38,6 +38,9 @@ class InsertConfig(ObjectTaskConfig):
     TASK: ClassVar[str] = "insert"
     REWARD_TERMS: ClassVar[tuple[str, ...]] = INSERT_TERMS
     DEFAULT_REWARDS: ClassVar[dict[str, float]] = INSERT_REWARDS
+    TRAINING_ONLY: ClassVar[tuple[str, ...]] = ("rim_start",)
+    """Keys that shape training alone: a checkpoint's ``eval``, ``play``, ``export`` and ``collect`` set them back to
+    their defaults (``ctrl_rl.app.session``), so a policy is judged from the start a robot gives it."""
 
     peg_half_width: float = 0.008
     """The peg's half-width (m): a 16 mm square bar."""
@@ -86,12 +89,27 @@ class InsertConfig(ObjectTaskConfig):
     jam_band: float = 0.003
     """``jam``: the band above the hole's top (m) over which the term rises from 0 to 1 as a tip off the hole's
     axis (by more than ``clearance`` + ``success_margin``) comes down onto the rim."""
+    rim_start: float = 0.0
+    """The share of training episodes that start with the peg's tip just above the rim, off the hole's axis (a
+    recovery curriculum, ``insert_starts.py``); 0: every episode starts from the arm's settled pose. Training
+    only: evaluation starts as a robot does."""
+    rim_start_offset: Range = (0.0005, 0.004)
+    """A rim start's tip: its distance from the hole's axis (m)."""
+    rim_start_height: Range = (0.0005, 0.004)
+    """A rim start's tip: its height above the hole's top (m)."""
+    rim_start_tilt: float = 0.03
+    """A rim start's peg: its largest tilt from upright (rad; the residual's failures were tilted 0.014-0.042)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the shared settings, every range's low <= high, the object's physics
         check_positive(self, ("peg_half_width", "peg_length", "peg_tip", "clearance", "hole_depth", "wall_thickness",
                               "success_depth", "keypoint_std", "keypoint_fine_std", "align_std", "orientation_std",
                               "jam_band"))
+        if not 0 <= self.rim_start <= 1 or self.rim_start_offset[0] < 0 or self.rim_start_height[0] < 0 \
+                or self.rim_start_tilt < 0:
+            raise ValueError(f"task.kwargs.rim_start must lie in [0, 1] (a share of the episodes), rim_start_offset, "
+                             f"rim_start_height and rim_start_tilt >= 0, got {self.rim_start}, "
+                             f"{list(self.rim_start_offset)}, {list(self.rim_start_height)}, {self.rim_start_tilt}")
         if self.success_depth > 1 or self.success_margin < 0 or self.socket_obs_noise < 0:
             raise ValueError(f"task.kwargs.success_depth must be <= 1 (a fraction of hole_depth) and success_margin, "
                              f"socket_obs_noise >= 0, got {self.success_depth}, {self.success_margin}, "
