@@ -62,6 +62,18 @@ def test_rim_starts_put_the_tip_just_above_the_rim_off_the_axis_and_the_arm_hold
     assert torch.equal(_tip(env)[0] < FAR, rim)
 
 
+def test_rim_starts_on_mujoco_warp_match_the_bank():
+    """The same draw on ``sim=mjwarp`` (its CPU kernels): every env a rim start, within the bank's ranges."""
+    pytest.importorskip("mujoco_warp")
+    c = InsertConfig()
+    env = make_env("mjwarp", "insert", 4, "cpu", seed=0, rim_start=1.0)
+    env.reset(seed=0)
+    lateral, height, tilt = _tip(env)
+    assert float(lateral.min()) >= c.rim_start_offset[0] - 1e-4 and float(lateral.max()) <= c.rim_start_offset[1] + 1e-4
+    assert float(height.min()) >= c.rim_start_height[0] - 1e-4 and float(height.max()) <= c.rim_start_height[1] + 1e-4
+    assert float(tilt.max()) <= c.rim_start_tilt + 0.002
+
+
 def test_rim_start_is_checked_when_the_config_is_built():
     with pytest.raises(ValueError, match=r"task.kwargs.rim_start must lie in \[0, 1\]"):
         InsertConfig(rim_start=1.5)
