@@ -253,6 +253,23 @@ def test_policy_targets_beyond_the_limits_are_clamped_and_counted():
     assert np.all((c.position >= LIMITS[:, 0]) & (c.position <= LIMITS[:, 1]))
 
 
+def test_a_damping_target_past_the_limits_is_clamped_but_not_counted():
+    """Damping holds the measured pose at kp 0: an arm that sagged 0.05 rad past a limit (inside the node's
+    ``joint_limit_margin``, so the pose is trusted) gets a target inside the limits, so the message stays within them,
+    but no clamp is counted (none moves a motor); at the same pose in stand-up, with stiffness, the clamp counts."""
+    past = POSE.copy()
+    past[0] = LIMITS[0, 1] + 0.05
+    sm = SafetyStateMachine(SafetyConfig(stand_up_time=1.0, stand_hold_time=0.0), POSE, kp=[35.0], kd=[0.6],
+                            joint_limits=LIMITS)
+    sm.tick(0.0, None, past)
+    sm.request_start()
+    assert sm.tick(0.01, None, past) == Mode.STAND_UP
+    assert sm.command(0.01, None, np.zeros(3)).clamped == 1
+    assert sm.trip(0.02, "test fault") == Mode.DAMPING
+    c = sm.command(0.02, None, np.zeros(3))
+    assert c.clamped == 0 and not np.any(c.kp) and c.position[0] == pytest.approx(LIMITS[0, 1])
+
+
 def test_params_yaml_in_ros2_format(tmp_path):
     f = tmp_path / "p.yaml"
     f.write_text("ctrl_rl_node:\n  ros__parameters:\n    rate_hz: 100.0\n    safety:\n      max_tilt: 0.5\n"

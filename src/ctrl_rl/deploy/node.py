@@ -105,7 +105,8 @@ class DeployNode:
         self.timer = LoopTimer(1.0 / self.rate_hz)
         self.counters = {"joint_state": 0, "imu": 0, "cmd_vel": 0, "height_map": 0, "rejected": 0, "published": 0,
                          "clamped": 0, "policy_faults": 0, "policy_ticks": 0}
-        """``clamped``: commands in which :func:`~ctrl_rl.deploy.safety.clamp_targets` moved a target."""
+        """``clamped``: commands in which :func:`~ctrl_rl.deploy.safety.clamp_targets` moved a target that a
+        stiffness acts on (stand-up, policy; passive and damping targets, at kp 0, are clamped but not counted)."""
         topics = {**({"height_scan": params.height_map_topic} if self.height_map is not None else {}),
                   **({"object_pose": params.object_pose_topic} if self.arm is not None and self.arm.observes_object
                      else {}),

@@ -343,4 +343,6 @@ class SafetyStateMachine:
             target, kp, kd = self.measured_pose, np.zeros_like(self.kp), np.full_like(self.kd, damping)
         torque = self.torque_limits if self.cfg.torque_clamp else None
         target, moved = clamp_targets(target, self.joint_limits, kp, kd, torque, self.measured_pose, joint_vel)
-        return JointCommand(target, kp, kd, moved)
+        # with kp 0 (passive, damping) a target moves no motor: clamping the measured pose of an arm that sagged
+        # past its range keeps the message inside the limits, but no clamp bit, so none is counted
+        return JointCommand(target, kp, kd, moved if np.any(kp > 0) else 0)
