@@ -1,18 +1,21 @@
-"""Would an owner put this gait on the robot? Train a quadruped with the one recipe, then judge it as the
-owner does: the gait report in ``ctrl-rl eval`` and in ``ctrl-rl deploy sim2sim`` (20 s at 0.5 m/s over
-the deploy node), every bar PASS.
+"""Would an owner put this gait on the robot? Train a legged robot with its task's one recipe, then judge it
+as the owner does: the gait report in ``ctrl-rl eval`` and in ``ctrl-rl deploy sim2sim`` (20 s at 0.5 m/s
+over the deploy node), every bar PASS.
 
 The recipe is ``tune=ppo_quadruped_velocity_flat_fast`` (512 envs, symmetry augmentation, the task's gait
 terms scaled by the robot's standing height, mass and torque limits; docs/experiments/gait_recipe.md)
 with only ``robot=`` changed: the same preset for ctrl_quad, the Unitree Go1 and ctrl_dog (a Go2-class
 quadruped written to MuJoCo Menagerie's conventions). Pass bar (the gait issue): every bar of the report
 in sim2sim, training <= 20 min on 2 cores (eval's verdict, under training's observation noise, is shown beside).
+Bipeds (``--task humanoid_velocity_flat``) train with their own preset (the G1's for ``--robot unitree_g1``)
+and have 120 min; a ``--checkpoint`` is judged on its own run's task, robot and seed.
 
 Usage::
 
     python benchmarks/gait.py --robot unitree_go1 --seed 1          # train, eval, export, sim2sim
     python benchmarks/gait.py --robot ctrl_dog --iterations 5       # smoke run (the bars fail, the script runs)
     python benchmarks/gait.py --checkpoint logs/ppo/quadruped_velocity_flat/<run>   # judge a trained run
+    python benchmarks/gait.py --task humanoid_velocity_flat --robot unitree_g1      # the G1, 1,000 iterations
 """
 
 from __future__ import annotations
@@ -32,7 +35,15 @@ from ctrl_rl.app.export import export
 TASK = "quadruped_velocity_flat"
 RECIPE = "tune=ppo_quadruped_velocity_flat_fast"
 EVAL = ["+task.kwargs.fixed_command=[0.5,0.0,0.0]", "+task.kwargs.push_velocity=0.0"]
-BUDGET_MIN = 20.0
+BUDGET_MIN = {"quadruped_velocity_flat": 20.0, "humanoid_velocity_flat": 120.0}
+"""Training minutes on 2 cores (the gait issue: 20 per quadruped, 120 for the G1)."""
+
+
+def recipe(task: str, robot: str) -> str:
+    """The task's one preset: the quadrupeds' gait recipe, the humanoid's (the G1's own on the G1)."""
+    if task == TASK:
+        return RECIPE
+    return f"tune=ppo_{task}_g1" if Path(robot).stem == "unitree_g1" else f"tune=ppo_{task}"
 
 
 def sim2sim(bundle: Path, seconds: float, transport: str) -> dict[str, str]:
@@ -47,15 +58,16 @@ def sim2sim(bundle: Path, seconds: float, transport: str) -> dict[str, str]:
     return dict(re.findall(r"(\w+)=(\S+)", lines[-1]))
 
 
-def run_identity(run: Path) -> tuple[str, int]:
-    """``(robot, seed)`` a run was trained with, from its ``params/config.yaml``."""
+def run_identity(run: Path) -> tuple[str, str, int]:
+    """``(task, robot, seed)`` a run was trained with, from its ``params/config.yaml``."""
     run_dir = run if run.is_dir() else run.parent
     cfg = yaml.safe_load((run_dir / "params" / "config.yaml").read_text())
-    return str(cfg["task"]["kwargs"]["robot"]), int(cfg["seed"])
+    return str(cfg["task"]["name"]), str(cfg["task"]["kwargs"]["robot"]), int(cfg["seed"])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", default=TASK, choices=tuple(BUDGET_MIN), help="the velocity task to train")
     parser.add_argument("--robot", default="ctrl_quad", help="shipped robot name or a robot YAML")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--iterations", type=int, default=None, help="PPO iterations (default: the recipe's)")
@@ -66,18 +78,19 @@ def main() -> None:
     parser.add_argument("--train-override", action="append", default=[], help="extra training override (repeat)")
     args = parser.parse_args()
 
-    overrides = [f"task={TASK}", RECIPE, f"task.kwargs.robot={args.robot}", f"seed={args.seed}",
-                 f"runner.run_name=gait_{Path(args.robot).stem}_s{args.seed}", *args.train_override]
+    overrides = [f"task={args.task}", recipe(args.task, args.robot), f"task.kwargs.robot={args.robot}",
+                 f"seed={args.seed}", f"runner.run_name=gait_{Path(args.robot).stem}_s{args.seed}",
+                 *args.train_override]
     run, minutes = train_or_load(overrides, args.iterations, args.checkpoint)
     if args.checkpoint is not None:  # the run's own robot and seed, not the flags' defaults
-        args.robot, args.seed = run_identity(run)
+        args.task, args.robot, args.seed = run_identity(run)
     result = evaluate(str(run), EVAL, episodes=args.episodes, seed=2024)
     bundle = export(str(run), [])
     sim = sim2sim(Path(bundle), args.seconds, args.transport)
 
     # the issue's bar is sim2sim's report (the node in the loop, the MJCF's own physics); eval's adds training's
     # observation noise, which the policy answers tick by tick: its verdict is printed beside, not required
-    passed = sim.get("gait") == "PASS" and not minutes > BUDGET_MIN
+    passed = sim.get("gait") == "PASS" and not minutes > BUDGET_MIN[args.task]
     print(f"\n| robot | seed | train (min) | eval gait | eval vx | sim2sim gait | sim2sim vx | height | drift/10 m "
           f"| peak torque |\n|---|---:|---:|---|---:|---|---:|---:|---:|---:|\n| {args.robot} | {args.seed} | "
           f"{minutes:.1f} | {result.get('gait')} | {result['forward_velocity']:.3f} | {sim.get('gait')} | "

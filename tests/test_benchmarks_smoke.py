@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "ppo_throughput.py"
@@ -367,8 +368,56 @@ def test_gait_benchmark_judges_a_checkpoint_as_the_run_it_comes_from(tmp_path, m
     from gait import run_identity
 
     (tmp_path / "params").mkdir()
-    (tmp_path / "params" / "config.yaml").write_text("seed: 2\ntask:\n  kwargs:\n    robot: unitree_go1\n")
-    assert run_identity(tmp_path) == run_identity(tmp_path / "model_500.pt") == ("unitree_go1", 2)
+    (tmp_path / "params" / "config.yaml").write_text(
+        "seed: 2\ntask:\n  name: humanoid_velocity_flat\n  kwargs:\n    robot: unitree_g1\n")
+    assert run_identity(tmp_path) == run_identity(tmp_path / "model_500.pt") == \
+        ("humanoid_velocity_flat", "unitree_g1", 2)
+
+
+def test_gait_benchmark_trains_each_task_with_its_own_preset(monkeypatch) -> None:
+    """One recipe per task: the quadrupeds' gait preset whatever the robot, the humanoid's (the G1's own)."""
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    from gait import BUDGET_MIN, recipe
+
+    assert recipe("quadruped_velocity_flat", "unitree_go1") == recipe("quadruped_velocity_flat", "ctrl_dog") == \
+        "tune=ppo_quadruped_velocity_flat_fast"
+    assert recipe("humanoid_velocity_flat", "unitree_g1") == "tune=ppo_humanoid_velocity_flat_g1"
+    assert recipe("humanoid_velocity_flat", "ctrl_humanoid") == "tune=ppo_humanoid_velocity_flat"
+    assert BUDGET_MIN == {"quadruped_velocity_flat": 20.0, "humanoid_velocity_flat": 120.0}
+    tune = Path(__file__).resolve().parent.parent / "src" / "ctrl_rl" / "tasks" / "locomotion" / "tune"
+    for name in ("ppo_quadruped_velocity_flat_fast", "ppo_humanoid_velocity_flat_g1", "ppo_humanoid_velocity_flat"):
+        assert (tune / f"{name}.yaml").is_file(), name
+
+
+def test_band_split_puts_a_trot_in_the_gait_band_and_a_tick_flip_above_it(monkeypatch) -> None:
+    """Hand-computed: a 2.5 Hz sine of amplitude 1 at 50 Hz has all of its second difference in the band, RMS
+    (2 - 2 cos(2 pi 2.5 / 50)) / sqrt(2) = 0.0693; an alternation +-1 has all of it above, and nothing below."""
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    from gait_jitter import band_split
+
+    t = np.arange(400) * 0.02
+    smooth, above = band_split(np.sin(2 * np.pi * 2.5 * t)[:, None], 0.02)
+    rms = (2 - 2 * math.cos(2 * math.pi * 2.5 / 50)) / math.sqrt(2)  # over whole periods; 398 samples are not
+    assert smooth == pytest.approx(rms, rel=5e-3)
+    assert above == pytest.approx(0.0, abs=1e-9)
+    smooth, above = band_split(np.where(np.arange(400) % 2, 1.0, -1.0)[:, None], 0.02)
+    assert smooth == pytest.approx(0.0, abs=1e-9) and above == pytest.approx(1.0)
+
+
+@pytest.mark.slow
+def test_gait_jitter_measures_a_tiny_run_under_each_condition(tmp_path) -> None:
+    """``benchmarks/gait_jitter.py`` on a 1-iteration ctrl_quad run: a table row per condition, the Jacobian
+    per observation term, and a RESULT line with a finite smoothness for each."""
+    train = [sys.executable, "-m", "ctrl_rl", "train", "task=quadruped_velocity_flat", "env.num_envs=16",
+             "runner.max_iterations=1", "runner.run_name=jitter_smoke"]
+    proc = subprocess.run(train, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = next((tmp_path / "logs").glob("ppo/quadruped_velocity_flat/*_jitter_smoke"))
+    stdout, values = run_benchmark("gait_jitter.py", "--checkpoint", str(run), "--envs", "2", "--seconds", "2",
+                                   cwd=tmp_path)
+    for key in ("training", "no_noise", "no_delay", "neither"):
+        assert math.isfinite(float(values[key])) and float(values[key]) >= 0, stdout
+    assert "| neither (as sim2sim) |" in stdout and "| joint_vel |" in stdout, stdout
 
 
 def test_play_video_films_a_tiny_run_and_reads_the_file_back() -> None:
