@@ -37,13 +37,15 @@ RECIPE = "tune=ppo_quadruped_velocity_flat_fast"
 EVAL = ["+task.kwargs.fixed_command=[0.5,0.0,0.0]", "+task.kwargs.push_velocity=0.0"]
 BUDGET_MIN = {"quadruped_velocity_flat": 20.0, "humanoid_velocity_flat": 120.0}
 """Training minutes on 2 cores (the gait issue: 20 per quadruped, 120 for the G1)."""
+PRESETS = {(TASK, None): RECIPE, ("humanoid_velocity_flat", "unitree_g1"): "tune=ppo_humanoid_velocity_flat_g1"}
+"""``(task, robot)`` -> the preset it trains with (robot None: every robot of the task); any other pair takes its
+task's own ``tune/ppo_<task>.yaml``, which ``ctrl-rl train`` picks by itself."""
 
 
-def recipe(task: str, robot: str) -> str:
-    """The task's one preset: the quadrupeds' gait recipe, the humanoid's (the G1's own on the G1)."""
-    if task == TASK:
-        return RECIPE
-    return f"tune=ppo_{task}_g1" if Path(robot).stem == "unitree_g1" else f"tune=ppo_{task}"
+def recipe(task: str, robot: str) -> list[str]:
+    """The overrides that pick the task's one preset for ``robot`` (none: the task's own)."""
+    preset = PRESETS.get((task, None)) or PRESETS.get((task, Path(robot).stem))
+    return [preset] if preset else []
 
 
 def sim2sim(bundle: Path, seconds: float, transport: str) -> dict[str, str]:
@@ -78,12 +80,15 @@ def main() -> None:
     parser.add_argument("--train-override", action="append", default=[], help="extra training override (repeat)")
     args = parser.parse_args()
 
-    overrides = [f"task={args.task}", recipe(args.task, args.robot), f"task.kwargs.robot={args.robot}",
+    overrides = [f"task={args.task}", *recipe(args.task, args.robot), f"task.kwargs.robot={args.robot}",
                  f"seed={args.seed}", f"runner.run_name=gait_{Path(args.robot).stem}_s{args.seed}",
                  *args.train_override]
     run, minutes = train_or_load(overrides, args.iterations, args.checkpoint)
     if args.checkpoint is not None:  # the run's own robot and seed, not the flags' defaults
         args.task, args.robot, args.seed = run_identity(run)
+        if args.task not in BUDGET_MIN:
+            parser.error(f"--checkpoint {run}: its task {args.task!r} is not one this benchmark judges "
+                         f"({', '.join(BUDGET_MIN)})")
     result = evaluate(str(run), EVAL, episodes=args.episodes, seed=2024)
     bundle = export(str(run), [])
     sim = sim2sim(Path(bundle), args.seconds, args.transport)

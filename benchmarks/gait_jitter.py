@@ -19,6 +19,7 @@ import argparse
 
 import numpy as np
 import torch
+from gait import EVAL
 
 from ctrl_rl.app.evaluate import gait_traces
 from ctrl_rl.app.session import checked_env, load_policy, policy_fn
@@ -26,7 +27,6 @@ from ctrl_rl.deploy.gait_report import SETTLE_S, action_smoothness
 from ctrl_rl.nets.groups import concat_groups
 from ctrl_rl.runners.episodes import run_episodes
 
-EVAL = ["+task.kwargs.fixed_command=[0.5,0.0,0.0]", "+task.kwargs.push_velocity=0.0"]
 CONDITIONS = {
     "training (noise, delay 0-1)": [],
     "no observation noise": ["task.kwargs.obs_noise=0.0"],
@@ -76,7 +76,6 @@ def sensitivity(run: str, envs: int, seed: int, steps: int = 200) -> dict[str, f
     names, sizes = zip(*[t for g in groups for t in env.obs_terms()[g]], strict=True)
     edges = np.cumsum((0, *sizes))
     obs = env.reset()
-    obs = obs[0] if isinstance(obs, tuple) else obs
     norms = np.zeros(len(names))
     probes = 0
     for t in range(steps):
@@ -106,7 +105,7 @@ def main() -> None:
     print("|---|---:|---:|---:|")
     for name, r in rows.items():
         print(f"| {name} | {r['smoothness']:.3f} | {r['gait_band']:.3f} | {r['share_above']:.0%} |")
-    sens = sensitivity(args.checkpoint, min(args.envs, 4), args.seed, steps=100 if args.seconds else 200)
+    sens = sensitivity(args.checkpoint, min(args.envs, 4), args.seed)
     print("\n| observation term | ‖∂a/∂obs‖² (raw units) |\n|---|---:|")
     for name, v in sens.items():
         print(f"| {name} | {v:.2f} |")

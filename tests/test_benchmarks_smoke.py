@@ -380,9 +380,9 @@ def test_gait_benchmark_trains_each_task_with_its_own_preset(monkeypatch) -> Non
     from gait import BUDGET_MIN, recipe
 
     assert recipe("quadruped_velocity_flat", "unitree_go1") == recipe("quadruped_velocity_flat", "ctrl_dog") == \
-        "tune=ppo_quadruped_velocity_flat_fast"
-    assert recipe("humanoid_velocity_flat", "unitree_g1") == "tune=ppo_humanoid_velocity_flat_g1"
-    assert recipe("humanoid_velocity_flat", "ctrl_humanoid") == "tune=ppo_humanoid_velocity_flat"
+        ["tune=ppo_quadruped_velocity_flat_fast"]
+    assert recipe("humanoid_velocity_flat", "unitree_g1") == ["tune=ppo_humanoid_velocity_flat_g1"]
+    assert recipe("humanoid_velocity_flat", "ctrl_humanoid") == []  # the task's own preset, which train picks
     assert BUDGET_MIN == {"quadruped_velocity_flat": 20.0, "humanoid_velocity_flat": 120.0}
     tune = Path(__file__).resolve().parent.parent / "src" / "ctrl_rl" / "tasks" / "locomotion" / "tune"
     for name in ("ppo_quadruped_velocity_flat_fast", "ppo_humanoid_velocity_flat_g1", "ppo_humanoid_velocity_flat"):
