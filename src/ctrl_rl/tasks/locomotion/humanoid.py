@@ -12,7 +12,10 @@ H1/G1 velocity tasks:
 * ``joint_deviation_*``: arms, hip roll/yaw and waist away from the default pose (they are not
   needed to walk and otherwise flail);
 * ``termination``: a penalty on falling (pelvis/torso contact, tilt, or the pelvis below
-  ``min_base_height``), without legged_gym's positive-reward clip, so falls cost.
+  ``min_base_height``), without legged_gym's positive-reward clip, so falls cost;
+* the quadrupeds' gait recipe, the same terms at the same weights (``gait_rewards.py``): joint pose,
+  base height over the robot's standing height, torque headroom and power, and the heading hold
+  (``heading_stiffness``), so "straight" stays straight (docs/experiments/gait_recipe.md, the biped recipe).
 
 And the gait clock of unitree_rl_gym's G1/H1 tasks (``gait_period`` > 0, the default): the policy
 observes ``gait_clock`` (sin, cos of a phase that runs from each episode's start; the deploy node runs
@@ -43,14 +46,18 @@ from .locomotion import DEFAULT_REWARDS, TRACKING_SIGMA, VelocityTask, VelocityT
 HUMANOID_REWARDS = {
     **{k: 0.0 for k in DEFAULT_REWARDS},
     "track_lin_vel_xy": 1.0, "track_ang_vel_z": 0.5, "lin_vel_z": -2.0, "ang_vel_xy": -0.05,
-    "orientation": -1.0, "base_height": -10.0, "torques": -1e-5, "joint_acc": -2.5e-7, "action_rate": -0.01,
+    "orientation": -1.0, "torques": -1e-5, "joint_acc": -2.5e-7, "action_rate": -0.01,
     "joint_pos_limits": -5.0, "termination": -200.0,
     "gait_contact": 0.18, "feet_swing_height": -20.0, "feet_air_time_biped": 0.0, "feet_slide": -0.1,
     "joint_deviation_arms": -0.1, "joint_deviation_hip": -0.1, "joint_deviation_torso": -0.1,
+    "joint_pose": -0.5, "base_height_ratio": -10.0, "torque_limits": -2.0, "power": -0.01,
 }
-"""Weights per second: unitree_rl_gym's G1 set (gait clock terms, tracking, base height, penalties) with
-Isaac Lab's G1 deviation, feet-slide and torque terms and a termination penalty; the quadruped's
-``feet_air_time`` is off, and so is Isaac Lab's clock-free ``feet_air_time_biped``."""
+"""Weights per second: unitree_rl_gym's G1 set (gait clock terms, tracking, penalties) with Isaac Lab's G1
+deviation, feet-slide and torque terms and a termination penalty, and the quadrupeds' gait recipe
+(``gait_rewards.py``, at their weights): joint pose against per-joint tolerances, base height against the
+robot's own standing height (in place of unitree_rl_gym's absolute ``base_height``, whose weight it takes),
+torque headroom and power. The quadruped's ``feet_air_time`` is off, and so is Isaac Lab's clock-free
+``feet_air_time_biped``; the clock's ``feet_swing_height`` stands in for ``feet_clearance``."""
 
 DEVIATION_JOINTS = {
     "joint_deviation_arms": r".*_(shoulder|elbow)_.*",
@@ -88,10 +95,6 @@ class HumanoidVelocityTaskConfig(VelocityTaskConfig):
     turn the ``gait_contact`` and ``feet_swing_height`` rewards off and ``feet_air_time_biped`` on."""
     stance_fraction: float = 0.55
     """Each foot's share of the period in stance (the left foot first, the right half a period later)."""
-    heading_stiffness: float = 0.0
-    """Heading hold (1/s); off for the humanoid, whose presets were trained and measured with a plain yaw-rate
-    command. On the G1, 300 iterations with it on top of the preset cut sim2sim's drift from 7.65 to 1.49 m per
-    10 m (docs/experiments/gait_recipe.md); no preset is trained with it from the start yet."""
     only_positive_rewards: bool = False
     """Falls must cost (the termination penalty), so the total is not clipped at zero."""
     rewards: dict[str, float] = field(default_factory=lambda: dict(HUMANOID_REWARDS))
