@@ -166,3 +166,13 @@ def test_humanoid_env_passes_the_vecenv_conformance_suite() -> None:
                                         **{"episode_length_s": 0.4, **kw})
 
     check_vecenv(humanoid(), num_envs=4, seed=2, make_untruncated=humanoid(episode_length_s=1e9))
+
+
+def test_bipeds_get_the_quadrupeds_gait_recipe() -> None:
+    """The humanoid task's defaults carry the recipe's posture and effort terms at the quadrupeds' weights,
+    the relative base height in place of the absolute one, and the heading hold."""
+    from ctrl_rl.tasks.locomotion.velocity_config import DEFAULT_REWARDS
+    for term in ("joint_pose", "base_height_ratio", "torque_limits", "power"):
+        assert HUMANOID_REWARDS[term] == DEFAULT_REWARDS[term] < 0, term
+    assert HUMANOID_REWARDS["base_height"] == 0.0
+    assert HumanoidVelocityTaskConfig().heading_stiffness == 1.0

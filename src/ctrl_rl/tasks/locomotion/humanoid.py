@@ -15,7 +15,7 @@ H1/G1 velocity tasks:
   ``min_base_height``), without legged_gym's positive-reward clip, so falls cost;
 * the quadrupeds' gait recipe, the same terms at the same weights (``gait_rewards.py``): joint pose,
   base height over the robot's standing height, torque headroom and power, and the heading hold
-  (``heading_stiffness``), so "straight" stays straight (docs/experiments/gait_recipe.md, the biped recipe).
+  (``heading_stiffness``), so "straight" stays straight (docs/experiments/unitree_g1.md, the biped gait recipe).
 
 And the gait clock of unitree_rl_gym's G1/H1 tasks (``gait_period`` > 0, the default): the policy
 observes ``gait_clock`` (sin, cos of a phase that runs from each episode's start; the deploy node runs
