@@ -54,6 +54,28 @@ def test_torque_excess_starts_at_the_soft_limit():
     assert out.item() == pytest.approx(0.3)
 
 
+def test_soft_joint_limits_keep_the_report_margin_on_narrow_joints():
+    lo, hi = np.array([-0.8, -0.262, -0.1]), np.array([0.8, 0.262, 0.1])
+    soft_lo, soft_hi = gait.soft_joint_limits(lo, hi, margin=0.075)
+    # a hip (half range 0.8): 10 % is 0.08 > 0.075; the G1's ankle roll (0.262): 0.026 -> 0.075;
+    # a 0.1-rad joint: 0.075 would leave 0.025 of it, so half its half range (0.05)
+    np.testing.assert_allclose(soft_lo, [-0.72, -0.187, -0.05])
+    np.testing.assert_allclose(soft_hi, [0.72, 0.187, 0.05])
+    # margin 0 is legged_gym's 0.9 soft limit everywhere
+    np.testing.assert_allclose(gait.soft_joint_limits(lo, hi, margin=0.0)[1], [0.72, 0.2358, 0.09])
+
+
+@pytest.mark.parametrize("robot_name", ["ctrl_quad", "unitree_go1", "ctrl_dog"])
+def test_the_margin_leaves_the_quadrupeds_soft_limits_at_ninety_percent(robot_name):
+    """Every joint of the shipped quadrupeds is wide enough that 10 % of it exceeds the default margin, so
+    their recipe runs (docs/experiments/gait_recipe.md) trained on the limits they have now."""
+    robot = load_robot(robot_name)
+    model, _ = build_model(robot)
+    lo, hi = model.jnt_range[[model.joint(j).id for j in robot.joint_names]].T
+    margin = VelocityTaskConfig().joint_limit_margin
+    np.testing.assert_allclose(gait.soft_joint_limits(lo, hi, margin)[0], lo + 0.1 * (hi - lo) / 2)
+
+
 def test_action_jerk_is_the_summed_squared_second_difference():
     # env 1, joint 1: 1 - 2*0.5 + 0 = 0 (a straight line); joint 2: -1 - 2*1 + (-1) = -4 -> 16
     # env 2: 1 - 0 + 1 = 2 per joint -> 4 * 2
@@ -111,6 +133,8 @@ def test_recipe_parameters_are_checked_when_built():
         VelocityTaskConfig.from_kwargs(heading_stiffness=-1.0)
     with pytest.raises(ValueError, match="pose_tolerance > 0"):
         VelocityTaskConfig.from_kwargs(pose_tolerance=[0.0, 0.5])
+    with pytest.raises(ValueError, match="joint_limit_margin >= 0"):
+        VelocityTaskConfig.from_kwargs(joint_limit_margin=-0.01)
 
 
 def _feet_y(robot_name: str, hips: float | None) -> np.ndarray:

@@ -21,6 +21,7 @@ from ctrl_rl.deploy.runtime import OnnxPolicy
 from ctrl_rl.nets.dynamics import DynamicsEnsemble
 from ctrl_rl.runners import make_runner
 from ctrl_rl.runners.episodes import collect_dataset, random_policy
+from ctrl_rl.runners.offline_to_online import best_candidate
 from ctrl_rl.storage.dataset import Dataset
 
 TINY = ["env.num_envs=8", "algo.num_steps_per_env=16", "algo.num_minibatches=2", "algo.pretrain_iterations=2",
@@ -170,6 +171,16 @@ def test_the_hand_over_scores_every_candidate_from_the_same_starts(pendulum_data
     assert runner.alg.phase == "online" and len(scores) == 4
     assert scores[0] == scores[1] == scores[2] != scores[3]
     assert runner.alg.selection_env_steps == 4 * 3 * 200
+    assert runner.alg.selection_success == []  # pendulum scores no success
+
+
+def test_the_hand_over_picks_by_success_then_return_then_ope():
+    returns, ope = [10.0, 12.0, 12.0], [0.1, 0.3, 0.2]
+    assert best_candidate(returns, ope) == 1  # returns tie between 1 and 2: the OPE score decides
+    assert best_candidate([0.0, 0.0, 0.0], ope) == 1  # no evaluation episodes: OPE alone
+    # a lift where member 0 finishes more often though its return is lower (it approaches more slowly)
+    assert best_candidate(returns, ope, success=[0.75, 0.5, 0.5]) == 0
+    assert best_candidate(returns, ope, success=[0.5, 0.5, 0.5]) == 1  # success ties: the return, then OPE
 
 
 def test_online_phase_starts_from_the_offline_policy_and_value(pendulum_data):

@@ -99,10 +99,10 @@ class UniO4Config(PPOConfig):
     each policy takes BPPO steps (PPO-clip on ``A = Q - V`` of actions its last accepted policy
     samples), and every iteration a policy's step is accepted only if its offline policy
     evaluation score (mean Q along rollouts in the dynamics model) beats its best. Online: the
-    accepted policy with the best return over ``select_episodes`` deterministic episodes (ties:
-    OPE score) and the offline V start PPO (``runner.max_iterations`` more iterations; 0: the run
-    stops after the offline stage and the hand-over's choice) with Uni-O4's conservative settings
-    below. The PPO fields are the online phase's.
+    accepted policy with the best success rate (where the task scores one), then return, over
+    ``select_episodes`` deterministic episodes (ties: OPE score) and the offline V start PPO
+    (``runner.max_iterations`` more iterations; 0: the run stops after the offline stage and the
+    hand-over's choice) with Uni-O4's conservative settings below. The PPO fields are the online phase's.
     """
 
     requires_dataset: ClassVar[bool] = True

@@ -47,6 +47,7 @@ class UniO4(Learner):
         self.chosen = 0  # the member handed to the online phase
         self.selection_env_steps = 0  # env steps the hand-over's evaluation took
         self.selection_returns: list[float] = []
+        self.selection_success: list[float] = []  # the candidates' success rates, where the task scores one
 
     # ------------------------------------------------------------------ offline phase
     def set_dataset(self, data: Dataset) -> None:
@@ -139,12 +140,14 @@ class UniO4(Learner):
         return {**self.ppo.state_dict(), "phase": self.phase, "offline_iteration": self.offline_iteration,
                 "chosen": self.chosen, "offline": self.offline.state_dict(),
                 "selection_env_steps": self.selection_env_steps, "selection_returns": self.selection_returns,
+                "selection_success": self.selection_success,
                 "offline_optimizers": self.offline.optim_state_dict()}
 
     def load_state_dict(self, state: dict[str, Any], restore_rng: bool = True) -> None:
         self.ppo.load_state_dict(state, restore_rng)
         self.phase, self.offline_iteration, self.chosen = state["phase"], state["offline_iteration"], state["chosen"]
         self.selection_env_steps, self.selection_returns = state["selection_env_steps"], state["selection_returns"]
+        self.selection_success = state.get("selection_success", [])  # checkpoints before 2026-12-02 lack it
         self.offline.load_state_dict(state["offline"])
         self.offline.load_optim_state_dict(state["offline_optimizers"])
 

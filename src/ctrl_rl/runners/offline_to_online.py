@@ -58,21 +58,25 @@ class OfflineToOnlineRunner(OfflineRunner):
     def hand_over(self) -> None:
         """Score each candidate by ``algo.select_episodes`` deterministic episodes, all from the same
         starts (one env of their own, seeded apart from training, reset alike for each), and start
-        PPO from the best (ties, or ``select_episodes=0``: the better OPE score). Paired starts
-        matter: episode returns vary with the start and command far more than the candidates do."""
+        PPO from the best (:func:`best_candidate`). Paired starts matter: episode returns vary with
+        the start and command far more than the candidates do."""
         cands, groups = [c.eval() for c in self.alg.candidates()], self.alg.model.actor_obs
         per = self.cfg.algo.select_episodes
         ope = self.alg.offline.best_scores.tolist()
-        scores = [0.0] * len(cands)
+        scores, success = [0.0] * len(cands), []
         if per > 0:
+            metrics: list[dict[str, float]] = []
             runs = episodes_in_own_env(self.cfg, per, self.cfg.seed + 20_000,
-                                       *[lambda obs, c=c: c(concat_groups(obs, groups)) for c in cands])
+                                       *[lambda obs, c=c: c(concat_groups(obs, groups)) for c in cands],
+                                       episode_metrics=metrics)
             scores = [float(returns.mean()) for returns, _ in runs]
+            success = [m["success_rate"] for m in metrics if "success_rate" in m]
             self.alg.selection_env_steps = sum(int(lengths.sum()) for _, lengths in runs)
-        best = max(range(len(cands)), key=lambda i: (scores[i], ope[i]))
-        self.alg.selection_returns = scores
-        log.info("offline phase done: candidates' returns %s, OPE %s -> member %d starts PPO",
-                 [round(s, 2) for s in scores], [round(s, 2) for s in ope], best)
+        best = best_candidate(scores, ope, success or None)
+        self.alg.selection_returns, self.alg.selection_success = scores, success
+        log.info("offline phase done: candidates' returns %s%s, OPE %s -> member %d starts PPO",
+                 [round(s, 2) for s in scores], f", success {[round(s, 3) for s in success]}" if success else "",
+                 [round(s, 2) for s in ope], best)
         self.alg.start_online(best)
 
     def state_dict(self) -> dict[str, Any]:
@@ -80,6 +84,15 @@ class OfflineToOnlineRunner(OfflineRunner):
         online = max(self.iteration - self.offline_iterations, 0)
         state["env_steps"] = online * self.steps_per_iteration + self.alg.selection_env_steps
         return state
+
+
+def best_candidate(returns: list[float], ope: list[float], success: list[float] | None = None) -> int:
+    """The hand-over's choice: the highest success rate where the task scores one (a manipulation task's
+    return pays for approaching as well as for finishing, so the best return need not be the best
+    success), then the highest evaluation return, then the highest OPE score (ties, or no evaluation
+    episodes: ``returns`` all 0)."""
+    key = (lambda i: (success[i], returns[i], ope[i])) if success else (lambda i: (returns[i], ope[i]))
+    return max(range(len(returns)), key=key)
 
 
 LOOPS.register("offline_to_online", OfflineToOnlineRunner)

@@ -9,11 +9,12 @@ weights serves any legged robot: every quantity is divided by a scale the robot 
 (standing height, torque limits, mass, joint tolerances), so the terms are dimensionless.
 
 Each function is pure (torch in, torch out, ``[N]`` per env), tested on hand-computed cases in
-``tests/test_gait_rewards.py``; ``tasks/locomotion/locomotion.py`` weights them (``task.kwargs.rewards``).
+``tests/test_gait_recipe.py``; ``tasks/locomotion/locomotion.py`` weights them (``task.kwargs.rewards``).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 GRAVITY = 9.81
@@ -45,6 +46,17 @@ def foot_clearance(foot_lift: torch.Tensor, foot_speed_xy: torch.Tensor, target:
     speed weight makes it count for feet that are moving forward (swinging), not for planted ones:
     a shuffling foot (low and fast) pays, a foot that lifts to ``target`` does not."""
     return ((((foot_lift - target) / target) ** 2) * foot_speed_xy).sum(-1)
+
+
+def soft_joint_limits(lo: np.ndarray, hi: np.ndarray, margin: float) -> tuple[np.ndarray, np.ndarray]:
+    """Where ``joint_pos_limits`` starts to pay: each stop moved inwards by 10 % of the joint's half range
+    (legged_gym's 0.9 soft limit) or by ``margin`` (rad), whichever is more, and never past half of
+    the half range. On a wide joint (a quadruped's hip, half range 0.8 rad) the 10 % rule is already
+    0.08 rad; on the G1's ankle roll (half range 0.26 rad) it is 0.026 rad, inside the gait report's
+    0.05-rad bar, and the G1 learned to rest that ankle on its stop."""
+    half = (hi - lo) / 2
+    inset = np.minimum(np.maximum(0.1 * half, margin), 0.5 * half)
+    return lo + inset, hi - inset
 
 
 def torque_excess(torques: torch.Tensor, limits: torch.Tensor, soft: float) -> torch.Tensor:

@@ -75,9 +75,8 @@ class VelocityTask:
         lo, hi = model.jnt_range[[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, j)
                                   for j in robot.joint_names]].T
         self.joint_limits = np.stack([lo, hi], axis=1)
-        mid, half = (lo + hi) / 2, (hi - lo) / 2
-        self.soft_limits = (torch.tensor(mid - 0.9 * half, device=device, dtype=torch.float32),
-                            torch.tensor(mid + 0.9 * half, device=device, dtype=torch.float32))
+        self.soft_limits = tuple(torch.tensor(b, device=device, dtype=torch.float32)
+                                 for b in gait.soft_joint_limits(lo, hi, cfg.joint_limit_margin))
         self.feet = [f"{g}_contact" for g in robot.foot_geoms]
         self.foot_points = standing_foot_points(model, robot)
         """``[feet, 3]`` foot geom centres in the base frame at the default pose (pairs them for mirroring)."""

@@ -118,6 +118,9 @@ class VelocityTaskConfig:
     """``feet_clearance`` swing height target as a fraction of the robot's standing height."""
     torque_soft_limit: float = 0.8
     """``torque_limits`` penalizes torque above this fraction of each motor's limit."""
+    joint_limit_margin: float = 0.075
+    """``joint_pos_limits`` pays from at least this far (rad) inside each joint stop (or 10 % of the joint's
+    half range, if more: ``gait_rewards.py: soft_joint_limits``); the gait report's bar is 0.05 rad."""
     gait_terms_ramp_steps: int = 2400
     """Control steps (of every env) over which the gait recipe's terms grow from 0 to their weights:
     100 iterations of 24 steps. Early actions are random, the recipe's penalties then outweigh every
@@ -172,9 +175,11 @@ class VelocityTaskConfig:
             raise ValueError(f"task.kwargs.settled_start_fraction must be in [0, 1] (e.g. 0.25), got "
                              f"{self.settled_start_fraction}")
         if self.heading_stiffness < 0 or not 0 < self.foot_clearance <= 1 or not 0 < self.torque_soft_limit <= 1 \
-                or len(self.pose_tolerance) != 2 or not all(t > 0 for t in self.pose_tolerance):
+                or len(self.pose_tolerance) != 2 or not all(t > 0 for t in self.pose_tolerance) \
+                or not self.joint_limit_margin >= 0:
             raise ValueError("task.kwargs.heading_stiffness must be >= 0 (e.g. 1.0), foot_clearance and "
-                             "torque_soft_limit in (0, 1] (e.g. 0.25, 0.8), pose_tolerance > 0 (e.g. [0.15, 0.6])")
+                             "torque_soft_limit in (0, 1] (e.g. 0.25, 0.8), pose_tolerance > 0 (e.g. [0.15, 0.6]), "
+                             "joint_limit_margin >= 0 (e.g. 0.075)")
         if self.decimation < 1 or self.episode_length_s <= 0 or not self.physics_dt > 0:
             raise ValueError("task.kwargs.decimation must be >= 1, episode_length_s and physics_dt > 0")
         check_lowpass(self.action_lowpass_hz, self.physics_dt * self.decimation)
