@@ -12,10 +12,12 @@ from ctrl_rl.sims import make_env
 from ctrl_rl.tasks.locomotion.gait_clock import stance_schedule
 from ctrl_rl.tasks.locomotion.humanoid import (
     HUMANOID_REWARDS,
+    HumanoidVelocityTask,
     HumanoidVelocityTaskConfig,
     single_stance_air_time,
     yaw_frame_velocity,
 )
+from ctrl_rl.tasks.locomotion.locomotion import VelocityTask
 
 
 def quat(axis: str, angle: float) -> torch.Tensor:
@@ -36,6 +38,14 @@ def test_heading_frame_velocity_ignores_pitch_and_roll_but_not_yaw() -> None:
     # rolled 90 deg: the body's y axis points up; sideways body motion is vertical in the heading frame
     rolled = yaw_frame_velocity(quat("x", math.pi / 2), torch.tensor([[0.0, 1.0, 0.0]]))
     torch.testing.assert_close(rolled, torch.tensor([[0.0, 0.0, 1.0]]), atol=1e-6, rtol=0)
+
+
+def test_the_humanoid_tracks_its_command_in_the_heading_frame_the_quadrupeds_in_the_base_frame() -> None:
+    # pitched nose-down 30 deg, the body moving along its own x axis at 1 m/s (the method reads no task state)
+    s = {"imu_quat": quat("y", math.radians(30)), "base_lin_vel": torch.tensor([[1.0, 0.0, 0.0]])}
+    torch.testing.assert_close(VelocityTask.tracked_velocity(None, s), torch.tensor([[1.0, 0.0]]))
+    torch.testing.assert_close(HumanoidVelocityTask.tracked_velocity(None, s),
+                               torch.tensor([[math.cos(math.radians(30)), 0.0]]), atol=1e-6, rtol=0)
 
 
 def test_single_stance_air_time_by_hand() -> None:

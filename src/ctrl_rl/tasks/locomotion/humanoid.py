@@ -41,7 +41,7 @@ import torch
 from ctrl_rl.robots.robot import RobotConfig
 from ctrl_rl.tasks import register_task
 
-from .locomotion import DEFAULT_REWARDS, FINE_TRACKING_SIGMA, TRACKING_SIGMA, VelocityTask, VelocityTaskConfig
+from .locomotion import DEFAULT_REWARDS, VelocityTask, VelocityTaskConfig
 
 HUMANOID_REWARDS = {
     **{k: 0.0 for k in DEFAULT_REWARDS},
@@ -159,6 +159,10 @@ class HumanoidVelocityTask(VelocityTask):
     def failed(self, s: dict[str, torch.Tensor], g: torch.Tensor) -> torch.Tensor:
         return super().failed(s, g) | (s["base_height"][:, 0] < self.cfg.min_base_height)
 
+    def tracked_velocity(self, s: dict[str, torch.Tensor]) -> torch.Tensor:
+        """In the heading (yaw) frame (:func:`yaw_frame_velocity`), not the pitching base's."""
+        return yaw_frame_velocity(s["imu_quat"], s["base_lin_vel"])[:, :2]
+
     def reward_terms(self, s: dict[str, torch.Tensor], g: torch.Tensor,
                      terminated: torch.Tensor) -> dict[str, torch.Tensor]:
         terms = super().reward_terms(s, g, terminated)
@@ -166,10 +170,6 @@ class HumanoidVelocityTask(VelocityTask):
         self.stance_time = torch.where(contact, self.stance_time + dt, 0.0)
         self.swing_time = torch.where(contact, 0.0, self.swing_time + dt)
         moving = (self.commands[:, :2].norm(dim=-1) > 0.1).float()
-        v = yaw_frame_velocity(s["imu_quat"], s["base_lin_vel"])
-        error = ((self.commands[:, :2] - v[:, :2]) ** 2).sum(-1)
-        terms["track_lin_vel_xy"] = torch.exp(-error / TRACKING_SIGMA)
-        terms["track_lin_vel_xy_fine"] = torch.exp(-error / FINE_TRACKING_SIGMA)
         terms["feet_air_time_biped"] = single_stance_air_time(contact, self.stance_time, self.swing_time,
                                                               self.cfg.air_time_threshold) * moving
         dq = (s["joint_pos"] - self.default_pose).abs()

@@ -340,6 +340,11 @@ class VelocityTask:
         upright = -g[:, 2]  # cos(tilt)
         return (s["_base_contact"] > 1.0) | (upright < math.cos(math.radians(self.cfg.max_tilt_deg)))
 
+    def tracked_velocity(self, s: dict[str, torch.Tensor]) -> torch.Tensor:
+        """``[N, 2]``: the base's horizontal velocity that ``track_lin_vel_xy`` (and ``_fine``) compare with the
+        command: in the base frame (legged_gym's)."""
+        return s["base_lin_vel"][:, :2]
+
     def reward_terms(self, s: dict[str, torch.Tensor], g: torch.Tensor,
                      terminated: torch.Tensor) -> dict[str, torch.Tensor]:
         """Every reward term's per-step value (before its weight); advances the gait buffers."""
@@ -351,9 +356,10 @@ class VelocityTask:
         moving = (self.commands[:, :2].norm(dim=-1) > 0.1).float()
         torques = s["_torques"]
         q = s["joint_pos"]
+        error = ((self.commands[:, :2] - self.tracked_velocity(s)) ** 2).sum(-1)
         terms = {
-            "track_lin_vel_xy": torch.exp(-((self.commands[:, :2] - v[:, :2]) ** 2).sum(-1) / TRACKING_SIGMA),
-            "track_lin_vel_xy_fine": torch.exp(-((self.commands[:, :2] - v[:, :2]) ** 2).sum(-1) / FINE_TRACKING_SIGMA),
+            "track_lin_vel_xy": torch.exp(-error / TRACKING_SIGMA),
+            "track_lin_vel_xy_fine": torch.exp(-error / FINE_TRACKING_SIGMA),
             "track_ang_vel_z": torch.exp(-((self.commands[:, 2] - w[:, 2]) ** 2) / TRACKING_SIGMA),
             "lin_vel_z": v[:, 2] ** 2,
             "ang_vel_xy": (w[:, :2] ** 2).sum(-1),
