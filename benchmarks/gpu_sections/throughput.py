@@ -92,7 +92,7 @@ class WarpRow:
 
 def timed_row(label: str, make: Any, seconds: float, episode: int) -> float:
     """Build (compiles or loads kernels), first step (graph capture), then steady env-steps/s."""
-    from sim_throughput import measure
+    from sim_rows import measure
 
     try:
         row = make()
