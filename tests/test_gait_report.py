@@ -265,3 +265,41 @@ def test_sim2sim_ends_with_the_gait_report_and_require_gait_exits_1(tmp_path):
     assert lines["tracking_vx"]["passed"] is False and lines["base_height"]["bar"] == ">= 0.85"
     assert lines["peak_torque"]["bar"] == "<= 0.90" and lines["lateral_drift"]["bar"] == "<= 0.5 m"
     assert summary.with_suffix(".png").exists()
+
+
+# -- a node fault ------------------------------------------------------------------------------------
+def test_a_node_fault_is_its_own_failing_line_and_no_fault_passes():
+    ok = {ln.name: ln for ln in gait_report([walk()], SPEC, node_fault="").lines}["node_faults"]
+    assert ok.passed and ok.value == 0 and ok.note == "policy mode to the end"
+    report = gait_report([walk()], SPEC, node_fault="robot state is stale: last JointState/Imu 409.1 ms ago")
+    line = {ln.name: ln for ln in report.lines}["node_faults"]
+    assert line.passed is False and line.value == 1 and line.note == "robot state is stale"
+    assert report.failed() == ["node faults"] and not report.passed  # every other bar of the clean walk passes
+    assert "node_faults" not in {ln.name for ln in gait_report([walk()], SPEC).lines}  # eval: no node
+
+
+def test_sim2sim_counts_a_fall_in_the_safe_state_after_a_fault(tmp_path, capsys):
+    """The G1 at iteration 1,450 (2026-12-03): the bridge stalled 409 ms, the node went to damping after 10.8 s
+    of walking and the robot fell there (the bridge saw 70 deg of tilt). The report had said 0 falls and
+    failed only vx tracking; now it names the fault and counts the fall. Without a fault, the same tilt after
+    the run's end is no fall."""
+    from types import SimpleNamespace
+
+    from ctrl_rl.deploy.gait_files import sim2sim_report
+    from ctrl_rl.deploy.gait_recorder import save
+
+    save(tmp_path / "gait.npz", walk(), SPEC, stand_up_ticks=50, stand_up_clamps=0)
+    args = SimpleNamespace(obs_noise=0.0, cmd_vel=(0.5, 0.0, 0.0), latency=0.0, command_latency=0.0,
+                           bundle=str(tmp_path / "exported"), summary_path=tmp_path / "s.json", duration=20.0)
+    fault = "robot state is stale: last JointState/Imu 409.1 ms ago (> 400.0 ms)"
+    bridge = {"max_tilt": 1.22, "sim_time": 18.51}
+    report = sim2sim_report(args, {"fault": fault}, bridge, tmp_path / "gait.npz")
+    line = {ln.name: ln for ln in report.lines}
+    assert line["falls"].value == 1 and line["node_faults"].passed is False
+    assert set(report.failed()) == {"falls", "node faults"}
+    out = " ".join(capsys.readouterr().out.split())
+    assert "cut short: the node left policy mode after 10.0 s: robot state is stale" in out
+    assert "the bridge simulated 18.5 s of the run's 20 s (the machine fell behind real time" in out
+    assert json.loads((tmp_path / "s.json").read_text())["gait"]["passed"] is False
+    report = sim2sim_report(args, {"fault": None}, {"max_tilt": 1.22}, tmp_path / "gait.npz")
+    assert report.passed, report.table()

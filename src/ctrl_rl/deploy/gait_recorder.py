@@ -100,11 +100,14 @@ class GaitRecorder:
 
     def save(self, path: str | Path) -> None:
         """The trace, the robot's constants and the stand-up's clamps as one ``.npz`` (:func:`load`)."""
-        t, s = self.trace(), self.spec()
-        arrays = {f"trace_{k}": v for k, v in vars(t).items() if k != "fell"}
-        arrays |= {f"spec_{k}": np.asarray(v) for k, v in vars(s).items()}
-        np.savez(path, **arrays, fell=t.fell, stand_up_ticks=self.stand_up_ticks,
-                 stand_up_clamps=self.stand_up_clamps)
+        save(path, self.trace(), self.spec(), self.stand_up_ticks, self.stand_up_clamps)
+
+
+def save(path: str | Path, trace: GaitTrace, spec: GaitSpec, stand_up_ticks: int = 0, stand_up_clamps: int = 0) -> None:
+    """``trace``, ``spec`` and the stand-up's counts as one ``.npz`` (:func:`load` reads it back)."""
+    arrays = {f"trace_{k}": v for k, v in vars(trace).items() if k != "fell"}
+    arrays |= {f"spec_{k}": np.asarray(v) for k, v in vars(spec).items()}
+    np.savez(path, **arrays, fell=trace.fell, stand_up_ticks=stand_up_ticks, stand_up_clamps=stand_up_clamps)
 
 
 def load(path: str | Path) -> tuple[GaitTrace, GaitSpec, int | None]:

@@ -33,6 +33,7 @@ stance time, swing time           0.10-1.00 s, 0.10-0.60 s     mean (walking com
 action smoothness                 <= 0.20                      mean
 cost of transport                 <= 2.0                       mean (moving trajectories)
 stand-up clamps (sim2sim)         = 0                          sum
+node faults (sim2sim)             = 0                          the node's fault, named
 ================================  ===========================  =====================================
 """
 
@@ -101,6 +102,9 @@ BARS: dict[str, str] = {
                          "the legs fight each other or the ground.",
     "stand_up_clamps": "Control ticks of the stand-up with a motor at its torque limit: a stand-up at the "
                        "clamp has no margin for a payload, a weak battery or a cold motor.",
+    "node_faults": "The node left policy mode before the run's end (stale or malformed state, a safety "
+                   "limit): the policy phase was cut short, and on the robot the walk ends in the safe state. "
+                   "Whatever the cause, a walk the node did not finish is not a walk to judge as passed.",
 }
 """Why each bar is where it is (the report's JSON carries these; docs/deploy.md repeats them)."""
 
@@ -378,9 +382,11 @@ def _check(value: float, lo: float = -math.inf, hi: float = math.inf) -> bool:
     return not math.isnan(value) and lo <= value <= hi
 
 
-def gait_report(traces: list[GaitTrace], spec: GaitSpec, stand_up_clamps: int | None = None) -> GaitReport:
+def gait_report(traces: list[GaitTrace], spec: GaitSpec, stand_up_clamps: int | None = None,
+                node_fault: str | None = None) -> GaitReport:
     """The report of ``traces`` (one or more trajectories of the robot ``spec``); ``stand_up_clamps``:
-    control ticks of the stand-up with a motor at its torque limit (sim2sim; None: no stand-up)."""
+    control ticks of the stand-up with a motor at its torque limit (sim2sim; None: no stand-up);
+    ``node_fault``: the fault that ended the node's policy phase, "" for none (sim2sim; None: no node)."""
     falls = sum(int(t.fell) for t in traces)
     lines = [ReportLine("falls", "falls", falls, "", "= 0", falls == 0, f"of {len(traces)}")]
     traces = [t for t in traces if len(t) >= 2]  # a fall on the first step has no gait to measure
@@ -402,6 +408,9 @@ def gait_report(traces: list[GaitTrace], spec: GaitSpec, stand_up_clamps: int | 
     if stand_up_clamps is not None:
         lines.append(ReportLine("stand_up_clamps", "stand-up clamps", int(stand_up_clamps), "ticks", "= 0",
                                 stand_up_clamps == 0, "motor at its torque limit"))
+    if node_fault is not None:
+        lines.append(ReportLine("node_faults", "node faults", int(bool(node_fault)), "", "= 0", not node_fault,
+                                node_fault.split(":")[0][:32] if node_fault else "policy mode to the end"))
     return GaitReport(lines, len(traces), float(sum(len(t) for t in traces) * dt), dt)
 
 
