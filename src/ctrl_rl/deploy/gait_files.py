@@ -52,18 +52,19 @@ def sim2sim_report(args: Any, status: dict[str, Any], sim: dict[str, Any], gait_
     fell_after = bool(fault) and float(sim.get("max_tilt", 0.0)) > MAX_TILT
     trace.fell = trace.fell or fault.startswith("tilt") or fell_after
     report = gait_report([trace], spec, stand_up_clamps=clamps, node_fault=fault)
+    walked = len(trace) * spec.dt
     noise = f", state noise {args.obs_noise:g} x training's" if args.obs_noise else ""
     command = list(args.cmd_vel or (0.0, 0.0, 0.0))
-    print(textwrap.fill(f"measured: the policy phase of sim2sim, {len(trace) * spec.dt:.1f} s after the node's "
+    print(textwrap.fill(f"measured: the policy phase of sim2sim, {walked:.1f} s after the node's "
                         f"stand-up, command (vx, vy, yaw rate) {command}, latency {args.latency:g} s state / "
                         f"{args.command_latency:g} s commands{noise}", 100, subsequent_indent="  "))
     if fault:
-        simulated, duration = float(sim.get("sim_time", 0.0)), getattr(args, "duration", None) or 0.0
+        simulated, duration = float(sim.get("sim_time", 0.0)), args.duration or 0.0
         late = (f"; the bridge simulated {simulated:.1f} s of the run's {duration:g} s (the machine fell behind "
                 "real time, which can starve the node of state: rerun on a quieter one)"
                 ) if simulated < 0.95 * duration else ""
-        print(textwrap.fill(f"cut short: the node left policy mode after {len(trace) * spec.dt:.1f} s: {fault}{late}",
-                            100, subsequent_indent="  "))
+        print(textwrap.fill(f"cut short: the node left policy mode after {walked:.1f} s: {fault}{late}", 100,
+                            subsequent_indent="  "))
     print("\n".join(report.table()))
     title = f"sim2sim {'/'.join(Path(args.bundle).parts[-3:])}: command {command}"
     print("\n".join(write_report(args.summary_path, {**status, "bridge": sim}, report, trace, spec, title)))
