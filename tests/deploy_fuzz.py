@@ -366,6 +366,16 @@ def cases(robot_meta: dict) -> list[Case]:
     ]
 
 
+STATUS_WAIT_S = 5.0
+"""How long after a case the status may take to name what it expects (it is published on each mode change and at
+2 Hz; a 1e6-element message takes a while to serialize on 2 busy cores)."""
+
+
+def _named(status: dict) -> str:
+    return " ".join(str(status.get(k) or "") for k in ("fault", "waiting", "last_rejection", "velocity_source",
+                                                       "last_clamp", "last_workspace_hold"))
+
+
 def run_case(case: Case, bundle_dir: Path, transport: str, index: int, family: str = "") -> tuple[str, int, bool]:
     """Start the node, run the case as its robot, stop the node; (result, unsafe commands, crashed)."""
     ns = f"fuzz{os.getpid()}_{index}"
@@ -386,11 +396,14 @@ def run_case(case: Case, bundle_dir: Path, transport: str, index: int, family: s
         time.sleep(0.1)
         if node.poll() is not None:
             crashed, result = True, f"node exited {node.returncode}"
-        status = robot.status
-        named = " ".join(str(status.get(k) or "") for k in ("fault", "waiting", "last_rejection",
-                                                             "velocity_source", "last_clamp", "last_workspace_hold"))
+        named = _named(robot.status)
+        # a loaded machine may deliver the case's last message (or the next 2 Hz status) late: wait for it
+        deadline = time.monotonic() + STATUS_WAIT_S
+        while case.expect and not re.search(case.expect, named) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            named = _named(robot.status)
         if case.expect and not re.search(case.expect, named):
-            result = f"status does not name '{case.expect}': {named!r}"
+            result = f"status does not name '{case.expect}' within {STATUS_WAIT_S:.0f} s: {named!r}"
         if case.expect_no_commands and robot.commands:
             robot.unsafe.append(f"{robot.commands} commands where none was requested")
     except AssertionError as e:
