@@ -22,7 +22,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import xml.etree.ElementTree as ET
+import xml.etree.ElementTree as ET  # the scene file's <include>
 from pathlib import Path
 
 import mujoco
@@ -31,6 +31,8 @@ import torch
 import yaml
 
 from ctrl_rl.deploy.gait_report import SETTLE_S, action_smoothness
+from ctrl_rl.robots.mjcf_edits import strip_visual_meshes
+from ctrl_rl.robots.terms import projected_gravity
 
 GROUPS = {"base_lin_vel": slice(0, 3), "base_ang_vel": slice(3, 6), "projected_gravity": slice(6, 9),
           "velocity_commands": slice(9, 12), "joint_pos_rel": slice(12, 24), "joint_vel": slice(24, 36),
@@ -39,20 +41,12 @@ GROUPS = {"base_lin_vel": slice(0, 3), "base_ang_vel": slice(3, 6), "projected_g
 
 
 def collision_model(mjcf: Path) -> mujoco.MjModel:
-    """The MJCF without its mesh assets and visual geoms, on a floor plane (a robot file's ``scene.xml`` adds one)."""
-    root = ET.parse(mjcf).getroot()
-    for parent in root.iter():
-        for child in list(parent):
-            if child.tag == "mesh" or (child.tag == "geom" and (child.get("class") == "visual" or child.get("mesh"))):
-                parent.remove(child)
-    ET.SubElement(root.find("worldbody"), "geom", name="floor", size="0 0 0.05", type="plane")
-    return mujoco.MjModel.from_xml_string(ET.tostring(root, encoding="unicode"))
-
-
-def projected_gravity(q: np.ndarray) -> np.ndarray:
-    """Gravity's direction in the base frame from a ``(w, x, y, z)`` quaternion."""
-    w, x, y, z = q
-    return np.array([2 * (-z * x + w * y), -2 * (z * y + w * x), 1 - 2 * (w * w + z * z)])
+    """The MJCF without its visual meshes (:func:`strip_visual_meshes`: their files need not exist), on a floor
+    plane (a robot file's ``scene.xml`` adds one)."""
+    spec = mujoco.MjSpec.from_file(str(mjcf))
+    strip_visual_meshes(spec)
+    spec.worldbody.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05])
+    return spec.compile()
 
 
 def walk(cfg: dict, model: mujoco.MjModel, policy: torch.jit.ScriptModule, command: np.ndarray,
@@ -73,7 +67,7 @@ def walk(cfg: dict, model: mujoco.MjModel, policy: torch.jit.ScriptModule, comma
         mujoco.mj_step(model, data)
         if (k + 1) % cfg["control_decimation"]:
             continue
-        raw = np.r_[data.qvel[:3], data.qvel[3:6], projected_gravity(data.qpos[3:7]), command,
+        raw = np.r_[data.qvel[:3], data.qvel[3:6], projected_gravity({"imu_quat": data.qpos[3:7]}), command,
                     data.qpos[7:] - default, data.qvel[6:], action]
         obs = (raw * scales).astype(np.float32)
         with torch.no_grad():

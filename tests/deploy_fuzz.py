@@ -396,14 +396,9 @@ def run_case(case: Case, bundle_dir: Path, transport: str, index: int, family: s
         time.sleep(0.1)
         if node.poll() is not None:
             crashed, result = True, f"node exited {node.returncode}"
-        named = _named(robot.status)
         # a loaded machine may deliver the case's last message (or the next 2 Hz status) late: wait for it
-        deadline = time.monotonic() + STATUS_WAIT_S
-        while case.expect and not re.search(case.expect, named) and time.monotonic() < deadline:
-            time.sleep(0.05)
-            named = _named(robot.status)
-        if case.expect and not re.search(case.expect, named):
-            result = f"status does not name '{case.expect}' within {STATUS_WAIT_S:.0f} s: {named!r}"
+        if case.expect and not robot.wait_status(lambda s: re.search(case.expect, _named(s)), STATUS_WAIT_S):
+            result = f"status does not name '{case.expect}' within {STATUS_WAIT_S:.0f} s: {_named(robot.status)!r}"
         if case.expect_no_commands and robot.commands:
             robot.unsafe.append(f"{robot.commands} commands where none was requested")
     except AssertionError as e:

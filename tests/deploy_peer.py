@@ -189,13 +189,17 @@ class Robot:
     def _on_status(self, msg: m.String) -> None:
         self.status = json.loads(msg.data)
 
-    def wait_mode(self, mode: str, timeout: float = 15.0) -> bool:
+    def wait_status(self, ok: Callable[[dict], object], timeout: float = 15.0) -> bool:
+        """Whether the node's latest status satisfies ``ok`` within ``timeout`` seconds."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            if self.status.get("mode") == mode:
+            if ok(self.status):
                 return True
             time.sleep(0.01)
-        return False
+        return bool(ok(self.status))
+
+    def wait_mode(self, mode: str, timeout: float = 15.0) -> bool:
+        return self.wait_status(lambda s: s.get("mode") == mode, timeout)
 
     def to_policy(self) -> None:
         self.start_streaming()
