@@ -92,6 +92,19 @@ print("ok")
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
 
 
+def test_a_bundle_is_the_file_its_exported_folder_or_its_run(run_dir, tmp_path):
+    """Users pass ``<run>/exported/`` or the run itself as often as the file (2026-12-03: sim2sim said the
+    folder did not exist); a folder without the file says so and names what to pass."""
+    from ctrl_rl.deploy.runtime import OnnxPolicy, bundle_file
+
+    path = export(str(run_dir), [])
+    assert bundle_file(str(path.parent)) == bundle_file(str(run_dir)) == str(path)
+    assert OnnxPolicy(run_dir / "exported").metadata["task"] == "pendulum"
+    assert bundle_file(str(tmp_path)) == str(tmp_path)  # nothing inside: as given
+    with pytest.raises(ValueError, match="is a folder with no policy.onnx in it .*<run>/exported/policy.onnx"):
+        OnnxPolicy(tmp_path)
+
+
 def test_parity_is_relative_to_the_actions_magnitude():
     """float32 rounding grows with the outputs: an unbounded policy whose actions reach 20 may differ by
     ~1e-5 between two correct runtimes (a trained Go1 policy did: 1.03e-05). The bound is 1e-5 up to

@@ -29,7 +29,7 @@ from .gait_report import GaitCheckFailed
 from .node import DeployNode
 from .node_params import NodeParams
 from .robot_policy import RobotPolicy
-from .runtime import OnnxPolicy
+from .runtime import OnnxPolicy, bundle_file
 from .transports import TRANSPORTS, make_transport
 from .typed_params import field_docs
 
@@ -422,8 +422,10 @@ def build_parser() -> argparse.ArgumentParser:
                        ("sim2sim", "the node against a MuJoCo robot on the same topics (bridge process)")):
         p = sub.add_parser(name, help=text, description=text)
         if name == "sim2sim":
-            p.add_argument("bundle_pos", nargs="?", metavar="BUNDLE", help="exported/policy.onnx")
-        p.add_argument("--bundle", default=None, help="exported/policy.onnx (or 'bundle' in --params)")
+            p.add_argument("bundle_pos", nargs="?", metavar="BUNDLE", type=bundle_file,
+                           help="exported/policy.onnx (or its folder, or the run)")
+        p.add_argument("--bundle", default=None, type=bundle_file,
+                       help="exported/policy.onnx, its folder or the run (or 'bundle' in --params)")
         p.add_argument("--params", default=None, help="ROS 2 params YAML (ctrl_rl/configs/deploy/node.yaml)")
         p.add_argument("--set", action="append", metavar="KEY=VALUE",
                        help="override a parameter, e.g. --set safety.max_tilt=0.6 (repeatable)")

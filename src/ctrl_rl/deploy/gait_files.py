@@ -15,8 +15,18 @@ import numpy as np
 
 from ctrl_rl.utils.files import atomic_write
 
-from .gait_recorder import load
-from .gait_report import MAX_TILT, GaitReport, GaitSpec, GaitTrace, gait_report, heading_velocity
+from .gait_recorder import load, load_beats
+from .gait_report import MAX_TILT, GaitReport, GaitSpec, GaitTrace, ReportLine, gait_report, heading_velocity
+
+OFF_BEAT = 0.10
+"""The real-time bar: at most this fraction of the control periods without exactly one new command."""
+
+
+def off_beat(beats: np.ndarray) -> float:
+    """Fraction of control periods in which the bridge applied no new joint command or more than one
+    (``beats``: commands applied per period): 0 when the node and the simulation kept step."""
+    b = np.asarray(beats)
+    return float(np.mean(b != 1)) if len(b) else float("nan")
 
 
 def write_report(path: str | Path, data: dict[str, Any], report: GaitReport, trace: GaitTrace, spec: GaitSpec,
@@ -52,6 +62,11 @@ def sim2sim_report(args: Any, status: dict[str, Any], sim: dict[str, Any], gait_
     fell_after = bool(fault) and float(sim.get("max_tilt", 0.0)) > MAX_TILT
     trace.fell = trace.fell or fault.startswith("tilt") or fell_after
     report = gait_report([trace], spec, stand_up_clamps=clamps, node_fault=fault)
+    beats = load_beats(gait_path)
+    if beats is not None and len(beats):
+        late = off_beat(beats)
+        report.lines.append(ReportLine("real_time", "control periods off the beat", late, "", f"<= {OFF_BEAT:.2f}",
+                                       late <= OFF_BEAT, "0 or 2+ new commands"))
     walked = len(trace) * spec.dt
     noise = f", state noise {args.obs_noise:g} x training's" if args.obs_noise else ""
     command = list(args.cmd_vel or (0.0, 0.0, 0.0))

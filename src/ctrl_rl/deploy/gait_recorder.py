@@ -56,6 +56,14 @@ class GaitRecorder:
         self.limit = model.actuator_forcerange[:, 1] * (1 - 1e-9)
         self.recording = self.done = False
         self.stand_up_ticks = self.stand_up_clamps = 0
+        self.beats = np.zeros(CAPACITY, dtype=np.int32)
+        """Per sample: the joint commands the bridge applied in the control period before it (1 on the beat;
+        0 or 2+ when the node and the simulation lost step: a machine behind real time)."""
+        self._commands = 0
+
+    def command_applied(self) -> None:
+        """The bridge applied a new joint command (called from its physics step)."""
+        self._commands += 1
 
     def tick(self, mode: str | None, released: bool) -> None:
         """One control tick: the node's last reported ``mode``; ``released``: no gantry holds the robot."""
@@ -69,9 +77,11 @@ class GaitRecorder:
                 k = len(self.index)
                 row[:k] = self.data.sensordata[self.index]
                 row[k:] = (self.data.ctrl[self.act] - self.default) / self.scale  # the policy's actions
+                self.beats[self.n] = self._commands
                 self.n += 1
         elif self.recording:  # the node left policy mode: its first policy phase is the trajectory
             self.done = True
+        self._commands = 0
 
     def trace(self) -> GaitTrace:
         """The policy phase, less its last :data:`STATUS_LAG` samples."""
@@ -99,15 +109,27 @@ class GaitRecorder:
                         dt=self.dt, joint_names=list(r.joint_names), foot_names=list(r.foot_geoms))
 
     def save(self, path: str | Path) -> None:
-        """The trace, the robot's constants and the stand-up's clamps as one ``.npz`` (:func:`load`)."""
-        save(path, self.trace(), self.spec(), self.stand_up_ticks, self.stand_up_clamps)
+        """The trace, the robot's constants, the stand-up's clamps and the commands per control period as one
+        ``.npz`` (:func:`load`)."""
+        save(path, self.trace(), self.spec(), self.stand_up_ticks, self.stand_up_clamps,
+             self.beats[: max(0, self.n - STATUS_LAG)])
 
 
-def save(path: str | Path, trace: GaitTrace, spec: GaitSpec, stand_up_ticks: int = 0, stand_up_clamps: int = 0) -> None:
-    """``trace``, ``spec`` and the stand-up's counts as one ``.npz`` (:func:`load` reads it back)."""
+def save(path: str | Path, trace: GaitTrace, spec: GaitSpec, stand_up_ticks: int = 0, stand_up_clamps: int = 0,
+         beats: np.ndarray | None = None) -> None:
+    """``trace``, ``spec``, the stand-up's counts and ``beats`` (commands per control period, one per sample;
+    None: not recorded) as one ``.npz`` (:func:`load` reads it back)."""
     arrays = {f"trace_{k}": v for k, v in vars(trace).items() if k != "fell"}
     arrays |= {f"spec_{k}": np.asarray(v) for k, v in vars(spec).items()}
+    if beats is not None:
+        arrays["beats"] = np.asarray(beats)
     np.savez(path, **arrays, fell=trace.fell, stand_up_ticks=stand_up_ticks, stand_up_clamps=stand_up_clamps)
+
+
+def load_beats(path: str | Path) -> np.ndarray | None:
+    """The commands the bridge applied per control period of :func:`load`'s trace (None: not recorded)."""
+    with np.load(path) as z:
+        return z["beats"] if "beats" in z.files else None
 
 
 def load(path: str | Path) -> tuple[GaitTrace, GaitSpec, int | None]:

@@ -102,6 +102,9 @@ BARS: dict[str, str] = {
                          "the legs fight each other or the ground.",
     "stand_up_clamps": "Control ticks of the stand-up with a motor at its torque limit: a stand-up at the "
                        "clamp has no margin for a payload, a weak battery or a cold motor.",
+    "real_time": "sim2sim only: control periods in which the bridge applied no new command or more than one "
+                 "(the node and the simulation lost step on a machine behind real time). Above 10 % the actions "
+                 "and their smoothness are the machine's, not the policy's: rerun on idle cores.",
     "node_faults": "The node left policy mode before the run's end (stale or malformed state, a safety "
                    "limit): the policy phase was cut short, and on the robot the walk ends in the safe state. "
                    "Whatever the cause, a walk the node did not finish is not a walk to judge as passed.",

@@ -9,6 +9,14 @@ from typing import Any
 import numpy as np
 
 
+def bundle_file(path: str) -> str:
+    """A bundle as users name it: the ``policy.onnx`` file, or the ``exported/`` folder or the run folder that
+    holds it (then that file); any other path as given."""
+    p = Path(path)
+    found = [c for c in (p / "policy.onnx", p / "exported" / "policy.onnx") if p.is_dir() and c.is_file()]
+    return str(found[0]) if found else path
+
+
 class OnnxPolicy:
     """Loads an exported bundle and maps observations to actions with onnxruntime."""
 
@@ -18,7 +26,10 @@ class OnnxPolicy:
     def __init__(self, path: str | Path, intra_op_threads: int = 1):
         import onnxruntime as ort
 
-        path = Path(path)
+        path = Path(bundle_file(str(path)))
+        if path.is_dir():
+            raise ValueError(f"bundle {path} is a folder with no policy.onnx in it (pass the exported file, "
+                             "e.g. <run>/exported/policy.onnx, or export one with `ctrl-rl export <run>`)")
         if not path.is_file():
             raise ValueError(f"bundle {path} does not exist (export one with `ctrl-rl export <run>`)")
         opts = ort.SessionOptions()

@@ -289,6 +289,7 @@ class Sim2SimBridge:
                 kp, kd = self.kp0, self.kd0
             self._set_gains(kp, kd)
             self.data.ctrl[:] = pos
+            self.gait.command_applied()
         if self.gantry:
             self._gantry()
         self.mj.mj_step(self.model, self.data)
