@@ -15,7 +15,7 @@ import numpy as np
 
 from ctrl_rl.utils.files import atomic_write
 
-from .gait_recorder import load, load_beats
+from .gait_recorder import load
 from .gait_report import MAX_TILT, GaitReport, GaitSpec, GaitTrace, ReportLine, gait_report, heading_velocity
 
 OFF_BEAT = 0.10
@@ -52,7 +52,7 @@ def sim2sim_report(args: Any, status: dict[str, Any], sim: dict[str, Any], gait_
     if not gait_path.exists():
         print("gait report: none (the bridge saved no traces)")
         return None
-    trace, spec, clamps = load(gait_path)
+    trace, spec, clamps, beats = load(gait_path)
     if len(trace) < 2:
         print("gait report: none (the node never ran the policy on the simulated robot)")
         return None
@@ -62,7 +62,6 @@ def sim2sim_report(args: Any, status: dict[str, Any], sim: dict[str, Any], gait_
     fell_after = bool(fault) and float(sim.get("max_tilt", 0.0)) > MAX_TILT
     trace.fell = trace.fell or fault.startswith("tilt") or fell_after
     report = gait_report([trace], spec, stand_up_clamps=clamps, node_fault=fault)
-    beats = load_beats(gait_path)
     if beats is not None and len(beats):
         late = off_beat(beats)
         report.lines.append(ReportLine("real_time", "control periods off the beat", late, "", f"<= {OFF_BEAT:.2f}",

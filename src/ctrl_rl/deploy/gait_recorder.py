@@ -126,14 +126,9 @@ def save(path: str | Path, trace: GaitTrace, spec: GaitSpec, stand_up_ticks: int
     np.savez(path, **arrays, fell=trace.fell, stand_up_ticks=stand_up_ticks, stand_up_clamps=stand_up_clamps)
 
 
-def load_beats(path: str | Path) -> np.ndarray | None:
-    """The commands the bridge applied per control period of :func:`load`'s trace (None: not recorded)."""
-    with np.load(path) as z:
-        return z["beats"] if "beats" in z.files else None
-
-
-def load(path: str | Path) -> tuple[GaitTrace, GaitSpec, int | None]:
-    """``(trace, spec, stand-up clamps)`` from :meth:`GaitRecorder.save` (clamps None: no stand-up seen)."""
+def load(path: str | Path) -> tuple[GaitTrace, GaitSpec, int | None, np.ndarray | None]:
+    """``(trace, spec, stand-up clamps, beats)`` from :meth:`GaitRecorder.save` (clamps None: no stand-up seen;
+    beats: the commands applied per control period, None where not recorded)."""
     with np.load(path) as z:
         trace = GaitTrace(**{k[6:]: z[k] for k in z.files if k.startswith("trace_")}, fell=bool(z["fell"]))
         spec = {k[5:]: z[k] for k in z.files if k.startswith("spec_")}
@@ -141,4 +136,5 @@ def load(path: str | Path) -> tuple[GaitTrace, GaitSpec, int | None]:
                            "dt": float(spec["dt"]), "joint_names": [str(n) for n in spec["joint_names"]],
                            "foot_names": [str(n) for n in spec["foot_names"]]})
         clamps = int(z["stand_up_clamps"]) if int(z["stand_up_ticks"]) else None
-    return trace, spec, clamps
+        beats = z["beats"] if "beats" in z.files else None
+    return trace, spec, clamps, beats
