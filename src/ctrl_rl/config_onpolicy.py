@@ -129,6 +129,13 @@ class PPOConfig(MemoryConfig, AcceleratedConfig, GaussianPolicyConfig, ActorCrit
     """Fraction of each minibatch the penalty is estimated on (its first samples; minibatches are drawn at
     random): the estimate stays unbiased and its double backward costs that fraction."""
 
+    polish_max_std: Optional[float] = None
+    """From update ``polish_start`` on, the policy's std is capped at this (the gait recipe's late polish, beside
+    ``task.kwargs.polish_rewards``: the rollouts then show the mean's own jitter, which a penalty on the applied
+    actions can see; docs/experiments/gait_recipe.md). null: ``max_std`` throughout. Gaussian policies."""
+    polish_start: int = 0
+    """Updates before ``polish_max_std`` applies (the recipe: 500 of 600)."""
+
     symmetric: ClassVar[bool] = True
     """Takes ``algo.symmetry``: the learners whose policy is not a Gaussian on the env's observations say no."""
 
@@ -165,6 +172,11 @@ class PPOConfig(MemoryConfig, AcceleratedConfig, GaussianPolicyConfig, ActorCrit
         _check(0 < self.lipschitz_fraction <= 1, f"{p}.lipschitz_fraction",
                f"must be in (0, 1], got {self.lipschitz_fraction}")
         _check(self.smoothness_start >= 0, f"{p}.smoothness_start", f"must be >= 0, got {self.smoothness_start}")
+        _check(self.polish_max_std is None or self.min_std <= self.polish_max_std <= self.max_std,
+               f"{p}.polish_max_std", f"must be null or within [algo.min_std, algo.max_std] = [{self.min_std}, "
+               f"{self.max_std}], got {self.polish_max_std} (e.g. 0.1)")
+        _check(self.polish_start >= 0 and (self.polish_start == 0 or self.polish_max_std is not None),
+               f"{p}.polish_start", f"must be >= 0 and needs algo.polish_max_std (e.g. 0.1), got {self.polish_start}")
         _check(self.smoothness_target is None or (self.smoothness_target > 0 and self.smoothness_coef > 0),
                f"{p}.smoothness_target", "must be > 0 (or null), with algo.smoothness_coef > 0 as its starting "
                f"weight; got target {self.smoothness_target}, coef {self.smoothness_coef}")

@@ -120,6 +120,9 @@ class PPO(Learner):
         """The gate's value in the last rollout (:meth:`observe_logs`)."""
         self.lipschitz_active = False
         """Whether this update adds the penalty: from ``lipschitz_start`` on; always with CUDA graphs (one graph)."""
+        if cfg.polish_max_std is not None and not hasattr(self.model.actor, "cap_std"):
+            raise ValueError(f"algo.polish_max_std: {cfg.name}'s actor has no Gaussian std to cap; set it to null")
+        self._polish()
         self.symmetry: Symmetry | None = None
         """The mirror maps of ``algo.symmetry`` (set by :meth:`set_mirror`), None without it."""
         self._loss = torch.compile(self.minibatch_loss) if cfg.compile else self.minibatch_loss
@@ -293,7 +296,18 @@ class PPO(Learner):
         out.update(out_pre)
         out.update(self.source.after_update(self.model, self.generator))
         self.num_updates += 1
+        self._polish()
         return out
+
+    def _polish(self) -> None:
+        """``algo.polish_max_std`` on the actor from update ``polish_start`` on (the cap for the next rollout)."""
+        cfg = self.cfg
+        if cfg.polish_max_std is not None:
+            polishing = self.num_updates >= cfg.polish_start
+            if polishing and self.num_updates == cfg.polish_start and cfg.polish_start > 0:
+                log.info("polish: the policy's std is capped at %g from iteration %d", cfg.polish_max_std,
+                         cfg.polish_start + 1)
+            self.model.actor.cap_std(cfg.polish_max_std if polishing else cfg.max_std)
 
     def _lipschitz_schedule(self) -> float:
         """The Lipschitz penalty's weight this update: the fixed ramp, or ``lipschitz_gate``'s."""
@@ -434,6 +448,7 @@ class PPO(Learner):
         self.lipschitz_ref.fill_(state.get("lipschitz_ref", 0.0))
         self.lipschitz_gated = state.get("lipschitz_gated", 0.0)
         self.last_sampling_error = state.get("last_sampling_error")
+        self._polish()
         if self.value_normalizer is not None and state.get("value_normalizer") is not None:
             self.value_normalizer.load_state_dict(state["value_normalizer"])
         self.source.load_state_dict(state)

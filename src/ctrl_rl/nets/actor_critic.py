@@ -48,6 +48,9 @@ class GaussianActor(nn.Module):
         self.action_dim = action_dim
         self.std_type = std_type
         self.min_log_std, self.max_log_std = float(torch.tensor(min_std).log()), float(torch.tensor(max_std).log())
+        self.register_buffer("log_std_cap", torch.tensor(self.max_log_std), persistent=False)
+        """The std's upper clamp in use: ``max_std``, or a polish's lower cap (:meth:`cap_std`; a tensor a
+        captured or compiled step reads, not in checkpoints: the learner sets it from its schedule)."""
         self.normalizer: nn.Module = EmpiricalNormalizer(obs_dim) if normalize_obs else nn.Identity()
         out_dim = action_dim * (2 if std_type == "state_dependent" else 1)
         self.net = mlp(obs_dim, hidden, out_dim, activation, out_gain=0.01)
@@ -69,12 +72,18 @@ class GaussianActor(nn.Module):
             mean, log_std = out, self.log_std.expand_as(out)
         else:
             mean, log_std = out.split(self.action_dim, dim=-1)
-        return mean, log_std.clamp(self.min_log_std, self.max_log_std).exp()
+        return mean, log_std.clamp(min=self.min_log_std).minimum(self.log_std_cap).exp()
 
     def normalized_mean(self, x: torch.Tensor) -> torch.Tensor:
         """The mean action for already-normalized observations ``x``: the input the Lipschitz penalty
         (``algo.lipschitz_coef``) differentiates against, one observation std per unit."""
         return self.net(x)[..., : self.action_dim]
+
+    @torch.no_grad()
+    def cap_std(self, std: float) -> None:
+        """Clamp the std at ``min(std, max_std)`` from now on (``algo.polish_max_std``); the learned log-std
+        is kept, so lifting the cap gives the policy its own std back."""
+        self.log_std_cap.fill_(min(float(torch.tensor(std).log()), self.max_log_std))
 
     @torch.no_grad()
     def reset_std(self, std: float) -> None:

@@ -26,3 +26,16 @@ def weighted_sum(terms: Mapping[str, torch.Tensor], weights: Mapping[str, float]
         reward += r
         log[f"Reward/{name}"] = r.mean()
     return reward, log
+
+
+def switched_weights(weights: Mapping[str, float], new: Mapping[str, float], on: torch.Tensor,
+                     scales: Mapping[str, torch.Tensor | float]) -> tuple[dict[str, float], dict]:
+    """``(weights, scales)`` for :func:`weighted_sum` in which each term of ``new`` weighs ``new[name]``
+    where ``on`` is 1 and ``weights[name]`` where it is 0 (a 0-d tensor, so a captured step switches without
+    a host read: Isaac Lab's ``modify_reward_weight``). ``scales`` (a ramp) still multiply."""
+    out_weights, out_scales = dict(weights), dict(scales)
+    for name, after in new.items():
+        before = weights.get(name, 0.0)
+        out_weights[name] = 1.0
+        out_scales[name] = (before + (after - before) * on) * scales.get(name, 1.0)
+    return out_weights, out_scales

@@ -28,7 +28,7 @@ from ctrl_rl.robots.action_filter import ActionFilter
 from ctrl_rl.robots.robot import RobotConfig, SensorLayout, build_model, joint_indices
 from ctrl_rl.robots.terms import TERM_MIRRORS, ObsTerm, compute_obs, heading_hold, projected_gravity, yaw_angle
 from ctrl_rl.tasks import register_task
-from ctrl_rl.tasks.rewards import weighted_sum
+from ctrl_rl.tasks.rewards import switched_weights, weighted_sum
 
 from . import gait_rewards as gait
 from . import gait_signals
@@ -135,7 +135,7 @@ class VelocityTask:
         self.last_contact = torch.zeros(n, f, dtype=torch.bool, device=device)
         self.delay = torch.zeros(n, dtype=torch.long, device=device)
         self.action_history = zeros(n, cfg.max_action_delay + 1, self.action_dim)
-        self.active_rewards = [k for k, w in cfg.rewards.items() if w != 0.0]
+        self.active_rewards = [k for k, w in cfg.rewards.items() if w != 0.0 or cfg.polish_rewards.get(k, 0.0) != 0.0]
         self.out_of_bounds = torch.zeros(n, dtype=torch.bool, device=device)
         """Envs whose episode is cut short without a failure (a time-out); never on flat ground."""
         self.metrics: dict[str, torch.Tensor] = {}
@@ -289,9 +289,13 @@ class VelocityTask:
         terminated = self.failed(s, g)
         terms = self.reward_terms(s, g, terminated)
         ramp = (self.recipe_steps / c.gait_terms_ramp_steps).clamp(max=1.0) if c.gait_terms_ramp_steps > 0 else 1.0
+        weights, scales = c.rewards, dict.fromkeys(GAIT_RECIPE_TERMS, ramp)
+        if c.polish_rewards:  # the recipe's late polish (task.kwargs.polish_rewards from polish_start)
+            weights, scales = switched_weights(weights, c.polish_rewards, (self.recipe_steps >= c.polish_start).float(),
+                                               scales)
         self.recipe_steps += 1
-        reward, log = weighted_sum(terms, c.rewards, self.active_rewards, self.step_dt, self.num_envs, self.device,
-                                   scales=dict.fromkeys(GAIT_RECIPE_TERMS, ramp))
+        reward, log = weighted_sum(terms, weights, self.active_rewards, self.step_dt, self.num_envs, self.device,
+                                   scales=scales)
         if c.only_positive_rewards:
             reward = reward.clamp(min=0.0)
         self.action_before = self.last_action

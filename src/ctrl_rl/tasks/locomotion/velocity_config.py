@@ -126,6 +126,14 @@ class VelocityTaskConfig:
     100 iterations of 24 steps. Early actions are random, the recipe's penalties then outweigh every
     positive term, and with ``only_positive_rewards`` a stiff robot (ctrl_quad) got no signal at all
     and learned to fall. A fresh env (``ctrl-rl eval``) starts the ramp again. 0: full weights at once."""
+    polish_rewards: dict[str, float] = field(default_factory=dict)
+    """Reward term -> weight that replaces ``rewards``' from control step ``polish_start`` on (Isaac Lab's
+    ``modify_reward_weight`` curriculum term): the gait recipe's late polish, ``{action_smoothness: -0.3}``
+    beside ``algo.polish_max_std`` (a penalty on the applied actions' jerk sees the mean only once the
+    exploration noise is small: docs/experiments/gait_recipe.md). Empty: no polish."""
+    polish_start: int = 0
+    """Control steps (of every env) before ``polish_rewards`` apply: ``algo.polish_start`` iterations times
+    ``algo.num_steps_per_env`` (checked when the config is built, so the two halves start together)."""
     gait_period: float = 0.0
     """Seconds per cycle of a gait clock the policy observes, with the ``gait_contact`` and
     ``feet_swing_height`` terms following it (``tasks/locomotion/gait_clock.py``: a quadruped trots, a
@@ -171,6 +179,9 @@ class VelocityTaskConfig:
         if self.gait_terms_ramp_steps < 0:
             raise ValueError(f"task.kwargs.gait_terms_ramp_steps must be >= 0 (e.g. 2400), got "
                              f"{self.gait_terms_ramp_steps}")
+        if self.polish_start < 0 or (self.polish_start > 0 and not self.polish_rewards):
+            raise ValueError(f"task.kwargs.polish_start must be >= 0 and needs task.kwargs.polish_rewards (e.g. "
+                             f"{{action_smoothness: -0.3}}), got {self.polish_start}, {dict(self.polish_rewards)}")
         if not 0 <= self.settled_start_fraction <= 1:
             raise ValueError(f"task.kwargs.settled_start_fraction must be in [0, 1] (e.g. 0.25), got "
                              f"{self.settled_start_fraction}")
@@ -215,12 +226,15 @@ class VelocityTaskConfig:
                 raise ValueError(f"this task has no parameter {key!r} (task.kwargs); "
                                  f"valid: {', '.join(sorted(valid))}")
         kw = dict(kwargs)
-        if "rewards" in kw:
-            defaults = cls.reward_defaults
-            unknown = set(kw["rewards"]) - set(defaults)
+        for key in ("rewards", "polish_rewards"):
+            unknown = set(kw.get(key) or {}) - set(cls.reward_defaults)
             if unknown:
-                raise ValueError(f"unknown reward term(s) {sorted(unknown)}; terms: {', '.join(defaults)}")
-            kw["rewards"] = {**defaults, **{k: float(v) for k, v in kw["rewards"].items()}}
+                raise ValueError(f"task.kwargs.{key}: unknown reward term(s) {sorted(unknown)}; terms: "
+                                 f"{', '.join(cls.reward_defaults)}")
+            if key in kw:
+                kw[key] = {k: float(v) for k, v in (kw[key] or {}).items()}
+        if "rewards" in kw:
+            kw["rewards"] = {**cls.reward_defaults, **kw["rewards"]}
         for key, value in kw.items():
             if isinstance(value, list):
                 kw[key] = tuple(value)
