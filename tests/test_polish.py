@@ -102,3 +102,38 @@ def test_the_polish_weight_switches_at_polish_start():
         assert (smooth == 0.0) if k <= 5 else (smooth < 0.0), (k, smooth)
         torch.testing.assert_close(log_p["Reward/track_lin_vel_xy"], log_f["Reward/track_lin_vel_xy"])
         assert "Reward/action_smoothness" not in log_f
+
+
+def test_the_polish_filter_switches_on_at_polish_start():
+    """``polish_action_filter=0.5`` from control step 3: steps 1-3 apply the policy's action, later steps
+    ``0.5 action + 0.5 last applied`` (the first-order filter of ``robots/action_filter.py``)."""
+    from ctrl_rl.sims import make_env
+
+    env = make_env("mujoco", "quadruped_velocity_flat", 2, seed=3, robot="ctrl_quad", obs_noise=0.0,
+                   push_velocity=0.0, polish_action_filter=0.5, polish_start=3)
+    gen = torch.Generator().manual_seed(0)
+    last = torch.zeros(2, env.action_dim)
+    for k in range(1, 7):
+        action = (0.3 * torch.randn(2, env.action_dim, generator=gen)).clamp(-1, 1)
+        env.step(action)
+        want = action if k <= 3 else 0.5 * action + 0.5 * last
+        torch.testing.assert_close(env.task.last_action, want)
+        last = want
+
+
+def test_a_checkpoint_runs_as_it_last_trained():
+    """Inference (eval, export, play) takes a checkpoint from after the polish's start with the polish's filter
+    and weights, one from before it as without the polish."""
+    from ctrl_rl.app.configure import load_train_config
+    from ctrl_rl.app.session import as_polished
+
+    cfg = load_train_config(["task=quadruped_velocity_flat", "algo.polish_max_std=0.1", "algo.polish_start=500",
+                             "+task.kwargs.polish_rewards={action_smoothness: -0.3}",
+                             "+task.kwargs.polish_action_filter=0.5", "+task.kwargs.polish_start=12000"])
+    before, after = as_polished(cfg, {"iteration": 500}), as_polished(cfg, {"iteration": 501})
+    assert not any(k.startswith("polish") for k in (*before.task.kwargs, *after.task.kwargs))
+    assert before.task.kwargs.get("action_filter", 0.0) == 0.0
+    assert "action_smoothness" not in before.task.kwargs.get("rewards", {})
+    assert after.task.kwargs["action_filter"] == 0.5 and after.task.kwargs["rewards"]["action_smoothness"] == -0.3
+    assert as_polished(load_train_config(["task=quadruped_velocity_flat"]), {"iteration": 9}).task.kwargs == \
+        load_train_config(["task=quadruped_velocity_flat"]).task.kwargs

@@ -31,7 +31,7 @@ def load_policy(spec: str, overrides: list[str]):
     (e.g. ``task.kwargs.*`` for a different evaluation setting)."""
     path = find_checkpoint(spec)
     cfg, state = load_checkpoint(path)
-    cfg = apply_overrides(as_a_robot_starts(on_this_machine(cfg), overrides), overrides)
+    cfg = apply_overrides(as_a_robot_starts(as_polished(on_this_machine(cfg), state), overrides), overrides)
     require_device(cfg.device)
     return cfg, path, inference_learner(cfg, state), state
 
@@ -50,6 +50,25 @@ def as_a_robot_starts(cfg: TrainConfig, overrides: list[str]) -> TrainConfig:
                   f"({key}={default}; task.kwargs.{key}=... to keep it)")
             kwargs = {k: v for k, v in kwargs.items() if k != key}
     return replace(cfg, task=replace(cfg.task, kwargs=kwargs))
+
+
+def as_polished(cfg: TrainConfig, state: dict) -> TrainConfig:
+    """``cfg`` as the checkpoint's policy last trained: past its polish's start (``task.kwargs.polish_start``
+    control steps) with the polish's action filter and reward weights, before it without them. A fresh env counts
+    its steps from 0, so inference (eval, export and the bundle's filter, play) takes the polish as settled."""
+    kwargs = cfg.task.kwargs
+    if not (kwargs.get("polish_rewards") or kwargs.get("polish_action_filter")):
+        return cfg
+    steps = int(state.get("iteration", 0)) * int(getattr(cfg.algo, "num_steps_per_env", 1))
+    polished = steps > int(kwargs.get("polish_start", 0))  # model_<it> after at least one polished iteration
+    kept = {k: v for k, v in kwargs.items() if k not in ("polish_rewards", "polish_action_filter", "polish_start")}
+    if polished:
+        kept["rewards"] = {**kwargs.get("rewards", {}), **kwargs.get("polish_rewards", {})}
+        if kwargs.get("polish_action_filter"):
+            kept["action_filter"] = kwargs["polish_action_filter"]
+        print(f"this checkpoint's last iterations trained with the polish (from control step "
+              f"{kwargs.get('polish_start', 0)}): it runs with it (action_filter={kept.get('action_filter', 0.0)})")
+    return replace(cfg, task=replace(cfg.task, kwargs=kept))
 
 
 def checked_env(cfg: TrainConfig, state: dict, num_envs: int, seed: int):

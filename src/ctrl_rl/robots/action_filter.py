@@ -68,9 +68,13 @@ class ActionFilter:
     output state, the last two applied actions, is the caller's (the ``last_action`` term and the one
     before it); the input state, the last two clipped actions, is kept here."""
 
-    def __init__(self, action_filter: float, lowpass_hz: float, control_dt: float, zeros: Callable[[], Any]):
-        self.weight = action_filter
-        """The first-order filter's weight of the last applied action (0: off)."""
+    def __init__(self, action_filter: float, lowpass_hz: float, control_dt: float, zeros: Callable[[], Any],
+                 first_order: bool | None = None):
+        self.weight: Any = action_filter
+        """The first-order filter's weight of the last applied action (0: off); a caller that switches it during
+        training (the gait recipe's polish) sets a 0-d tensor here."""
+        self.first_order = action_filter > 0 if first_order is None else first_order
+        """Whether the first-order filter runs (True while ``weight`` may become non-zero)."""
         self.coefficients = lowpass_coefficients(lowpass_hz, control_dt) if lowpass_hz > 0 else None
         """The low-pass's ``(b0, b1, b2, a1, a2)``; None: off."""
         self.inputs = [zeros(), zeros()]
@@ -78,7 +82,7 @@ class ActionFilter:
 
     def __call__(self, x: T, y1: T, y2: T) -> T:
         """The action to apply for the clipped action ``x``, after the applied ``y1`` (last) and ``y2``."""
-        if self.weight > 0:
+        if self.first_order:
             return (1.0 - self.weight) * x + self.weight * y1
         if self.coefficients is None:
             return x

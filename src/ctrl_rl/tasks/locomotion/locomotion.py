@@ -126,7 +126,8 @@ class VelocityTask:
         self.last_action = zeros(n, self.action_dim)
         self.action_before = zeros(n, self.action_dim)  # the applied action two steps back (action_smoothness)
         self.filter = ActionFilter(cfg.action_filter, cfg.action_lowpass_hz, self.step_dt,
-                                   lambda: zeros(n, self.action_dim))
+                                   lambda: zeros(n, self.action_dim),
+                                   first_order=cfg.action_filter > 0 or cfg.polish_action_filter > 0)
         """``task.kwargs.action_filter`` or ``action_lowpass_hz`` (``robots/action_filter.py``)."""
         self.last_joint_vel = zeros(n, nj)
         self.gait_steps = torch.zeros(n, dtype=torch.long, device=device)
@@ -268,7 +269,11 @@ class VelocityTask:
     def joint_targets(self, actions: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         """Clip, low-pass filter, delay (per-env latency) and scale actions into PD position targets (the
         joints the policy does not move keep their default pose)."""
-        actions = actions.clamp(-self.cfg.clip_actions, self.cfg.clip_actions)
+        c = self.cfg
+        actions = actions.clamp(-c.clip_actions, c.clip_actions)
+        if c.polish_action_filter > 0:  # the polish's filter from polish_start (a tensor: no host read)
+            on = (self.recipe_steps >= c.polish_start).float()
+            self.filter.weight = c.action_filter + (c.polish_action_filter - c.action_filter) * on
         actions = self.filter(actions, self.last_action, self.action_before)  # last_action: the last applied
         self.action_history = torch.cat([actions[:, None], self.action_history[:, :-1]], 1)
         applied = self.action_history[torch.arange(self.num_envs, device=self.device), self.delay]

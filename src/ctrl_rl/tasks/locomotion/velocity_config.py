@@ -131,9 +131,15 @@ class VelocityTaskConfig:
     ``modify_reward_weight`` curriculum term): the gait recipe's late polish, ``{action_smoothness: -0.3}``
     beside ``algo.polish_max_std`` (a penalty on the applied actions' jerk sees the mean only once the
     exploration noise is small: docs/experiments/gait_recipe.md). Empty: no polish."""
+    polish_action_filter: float = 0.0
+    """The first-order action filter's weight from ``polish_start`` on (replacing ``action_filter``; 0: none). A
+    policy that learned to walk unfiltered adapts to the filter under the polish's low noise, where trained with it
+    from the start ctrl_dog did not walk. Evaluation, export and the node run a checkpoint from after
+    ``polish_start`` with it (``app/session.py: as_polished``)."""
     polish_start: int = 0
-    """Control steps (of every env) before ``polish_rewards`` apply: ``algo.polish_start`` iterations times
-    ``algo.num_steps_per_env`` (checked when the config is built, so the two halves start together)."""
+    """Control steps (of every env) before ``polish_rewards`` and ``polish_action_filter`` apply:
+    ``algo.polish_start`` iterations times ``algo.num_steps_per_env`` (checked when the config is built, so the
+    two halves start together)."""
     gait_period: float = 0.0
     """Seconds per cycle of a gait clock the policy observes, with the ``gait_contact`` and
     ``feet_swing_height`` terms following it (``tasks/locomotion/gait_clock.py``: a quadruped trots, a
@@ -179,9 +185,11 @@ class VelocityTaskConfig:
         if self.gait_terms_ramp_steps < 0:
             raise ValueError(f"task.kwargs.gait_terms_ramp_steps must be >= 0 (e.g. 2400), got "
                              f"{self.gait_terms_ramp_steps}")
-        if self.polish_start < 0 or (self.polish_start > 0 and not self.polish_rewards):
+        if self.polish_start < 0 or (self.polish_start > 0 and not self.polish_rewards
+                                     and not self.polish_action_filter):
             raise ValueError(f"task.kwargs.polish_start must be >= 0 and needs task.kwargs.polish_rewards (e.g. "
-                             f"{{action_smoothness: -0.3}}), got {self.polish_start}, {dict(self.polish_rewards)}")
+                             f"{{action_smoothness: -0.3}}) or polish_action_filter, got {self.polish_start}")
+        check_action_filters(self.polish_action_filter, self.action_lowpass_hz, "task.kwargs (polish)")
         if not 0 <= self.settled_start_fraction <= 1:
             raise ValueError(f"task.kwargs.settled_start_fraction must be in [0, 1] (e.g. 0.25), got "
                              f"{self.settled_start_fraction}")
