@@ -3,7 +3,8 @@ as the owner does: the gait report in ``ctrl-rl eval`` and in ``ctrl-rl deploy s
 over the deploy node), every bar PASS.
 
 The recipe is ``tune=ppo_quadruped_velocity_flat_fast`` (512 envs, symmetry augmentation, the task's gait
-terms scaled by the robot's standing height, mass and torque limits; docs/experiments/gait_recipe.md)
+terms scaled by the robot's standing height, mass and torque limits, 600 iterations of which the last 100
+polish: exploration noise capped, a jerk penalty and the action filter; docs/experiments/gait_recipe.md)
 with only ``robot=`` changed: the same preset for ctrl_quad, the Unitree Go1 and ctrl_dog (a Go2-class
 quadruped written to MuJoCo Menagerie's conventions). Pass bar (the gait issue): every bar of the report
 in sim2sim, training <= 20 min on 2 cores (eval's verdict, under training's observation noise, is shown beside).

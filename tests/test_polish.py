@@ -137,3 +137,26 @@ def test_a_checkpoint_runs_as_it_last_trained():
     assert after.task.kwargs["action_filter"] == 0.5 and after.task.kwargs["rewards"]["action_smoothness"] == -0.3
     assert as_polished(load_train_config(["task=quadruped_velocity_flat"]), {"iteration": 9}).task.kwargs == \
         load_train_config(["task=quadruped_velocity_flat"]).task.kwargs
+
+
+def test_the_recipe_polishes_in_one_run_and_its_bundle_carries_the_filter(tmp_path):
+    """The preset's polish at a tiny size (16 envs, 3 iterations, from update 2): the run caps the std at its
+    third iteration, and the exported bundle's ``action_filter`` is the polish's, which the node then applies."""
+    import json
+    import subprocess
+    import sys
+
+    import onnx
+
+    cmd = [sys.executable, "-m", "ctrl_rl", "train", "task=quadruped_velocity_flat",
+           "tune=ppo_quadruped_velocity_flat_fast", "env.num_envs=16", "runner.max_iterations=3", "algo.compile=false",
+           "algo.polish_start=2", "task.kwargs.polish_start=48", "threads=1"]
+    out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "std is capped at 0.1 from iteration 3" in out.stderr + out.stdout
+    (model,) = tmp_path.glob("logs/ppo/quadruped_velocity_flat/*/model_3.pt")
+    out = subprocess.run([sys.executable, "-m", "ctrl_rl", "export", str(model)], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0 and "it runs with it (action_filter=0.5)" in out.stdout, out.stderr[-2000:]
+    meta = {p.key: p.value for p in onnx.load(model.parent / "exported" / "policy.onnx").metadata_props}
+    assert json.loads(meta["action_filter"]) == 0.5
