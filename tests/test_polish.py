@@ -83,6 +83,8 @@ def test_both_halves_of_the_polish_must_start_together():
     with pytest.raises(ConfigError, match=r"algo.polish_start x algo.num_steps_per_env = 12000"):
         load_train_config([*base, "+task.kwargs.polish_start=1000"])
     load_train_config([*base, "+task.kwargs.polish_start=12000"])
+    derived = load_train_config([*base, "algo.num_steps_per_env=8"])  # left out: derived from the learner's
+    assert derived.task.kwargs["polish_start"] == 4000
 
 
 def test_the_polish_weight_switches_at_polish_start():

@@ -301,11 +301,16 @@ class TrainConfig:
                (f"must be >= {least} for algo={self.algo.name}" if least != 1 else "must be a positive integer")
                + f", got {self.runner.max_iterations} (e.g. runner.max_iterations=1500)")
         self.algo.check_env(self.env.num_envs)
-        steps, updates = self.task.kwargs.get("polish_start"), getattr(self.algo, "polish_start", 0)
-        if steps and updates:  # the gait recipe's polish has a task half (rewards) and a learner half (std)
+        kw, updates = self.task.kwargs, getattr(self.algo, "polish_start", 0)
+        if updates and (kw.get("polish_rewards") or kw.get("polish_action_filter")):
+            # the gait recipe's polish has a task half (rewards, filter) and a learner half (std): one start
             want = updates * self.algo.num_steps_per_env
-            _check(steps == want, "task.kwargs.polish_start", f"counts control steps and must be algo.polish_start x "
-                   f"algo.num_steps_per_env = {want} so that both halves of the polish start together, got {steps}")
+            if not kw.get("polish_start"):  # derived, so a changed algo.num_steps_per_env keeps them together
+                self.task.kwargs = {**kw, "polish_start": want}
+            _check(self.task.kwargs["polish_start"] == want, "task.kwargs.polish_start",
+                   f"counts control steps and must be algo.polish_start x algo.num_steps_per_env = {want} so that "
+                   f"both halves of the polish start together (or leave it out: it is derived), got "
+                   f"{self.task.kwargs['polish_start']}")
 
     def check_complete(self, inputs: bool = True) -> None:
         """Keys the defaults leave empty but this run needs (checked once the whole config is composed).

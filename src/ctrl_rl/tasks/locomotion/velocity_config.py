@@ -138,8 +138,8 @@ class VelocityTaskConfig:
     ``polish_start`` with it (``app/session.py: as_polished``)."""
     polish_start: int = 0
     """Control steps (of every env) before ``polish_rewards`` and ``polish_action_filter`` apply:
-    ``algo.polish_start`` iterations times ``algo.num_steps_per_env`` (checked when the config is built, so the
-    two halves start together)."""
+    ``algo.polish_start`` iterations times ``algo.num_steps_per_env`` (derived from them when left at 0, checked
+    when given, so the two halves start together)."""
     gait_period: float = 0.0
     """Seconds per cycle of a gait clock the policy observes, with the ``gait_contact`` and
     ``feet_swing_height`` terms following it (``tasks/locomotion/gait_clock.py``: a quadruped trots, a
