@@ -266,14 +266,17 @@ class VelocityTask:
         standing = torch.rand(n, 1, generator=gen, device=self.device) < c.standing_fraction
         return cmd.masked_fill(standing, 0.0)
 
+    def _polishing(self) -> torch.Tensor:
+        """1.0 from control step ``polish_start`` on, else 0.0 (a 0-d tensor: a captured step switches too)."""
+        return (self.recipe_steps >= self.cfg.polish_start).float()
+
     def joint_targets(self, actions: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         """Clip, low-pass filter, delay (per-env latency) and scale actions into PD position targets (the
         joints the policy does not move keep their default pose)."""
         c = self.cfg
         actions = actions.clamp(-c.clip_actions, c.clip_actions)
         if c.polish_action_filter > 0:  # the polish's filter from polish_start (a tensor: no host read)
-            on = (self.recipe_steps >= c.polish_start).float()
-            self.filter.weight = c.action_filter + (c.polish_action_filter - c.action_filter) * on
+            self.filter.weight = c.action_filter + (c.polish_action_filter - c.action_filter) * self._polishing()
         actions = self.filter(actions, self.last_action, self.action_before)  # last_action: the last applied
         self.action_history = torch.cat([actions[:, None], self.action_history[:, :-1]], 1)
         applied = self.action_history[torch.arange(self.num_envs, device=self.device), self.delay]
@@ -296,8 +299,7 @@ class VelocityTask:
         ramp = (self.recipe_steps / c.gait_terms_ramp_steps).clamp(max=1.0) if c.gait_terms_ramp_steps > 0 else 1.0
         weights, scales = c.rewards, dict.fromkeys(GAIT_RECIPE_TERMS, ramp)
         if c.polish_rewards:  # the recipe's late polish (task.kwargs.polish_rewards from polish_start)
-            weights, scales = switched_weights(weights, c.polish_rewards, (self.recipe_steps >= c.polish_start).float(),
-                                               scales)
+            weights, scales = switched_weights(weights, c.polish_rewards, self._polishing(), scales)
         self.recipe_steps += 1
         reward, log = weighted_sum(terms, weights, self.active_rewards, self.step_dt, self.num_envs, self.device,
                                    scales=scales)
