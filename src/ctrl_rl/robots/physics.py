@@ -52,7 +52,8 @@ class PhysicsProfile:
     cone: str = "pyramidal"
     """Friction cone; pyramidal is the cheaper (and MuJoCo's and mjlab's default)."""
     impratio: float = 1.0
-    """Frictional-to-normal impedance ratio; above 1 only with an elliptic cone does it matter."""
+    """Frictional-to-normal impedance ratio; above 1 stiffens friction on either cone (MuJoCo and MuJoCo Warp
+    divide the friction rows' regularizer by it, the pyramidal cone's rows too)."""
 
 
 def _cone(model: mujoco.MjModel) -> str:

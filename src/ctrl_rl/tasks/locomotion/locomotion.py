@@ -30,8 +30,8 @@ from ctrl_rl.robots.terms import TERM_MIRRORS, ObsTerm, compute_obs, heading_hol
 from ctrl_rl.tasks import register_task
 from ctrl_rl.tasks.rewards import switched_weights, weighted_sum
 
+from . import bundle, gait_signals
 from . import gait_rewards as gait
-from . import gait_signals
 from .gait_clock import clock_rewards, foot_phase_offsets, gait_phase
 from .standing import foot_rest_heights, pose_tolerance, settled_pose, standing_foot_points
 from .velocity_config import (
@@ -447,28 +447,8 @@ class VelocityTask:
         return obs
 
     def deploy_metadata(self) -> dict[str, Any]:
-        """Observation layout and action mapping of the policy group, for the deploy bundle."""
-        r = self.robot
-        return {
-            "robot": r.name,
-            "robot_config": r.bundle_dict(),  # sim2sim rebuilds a user's robot from this
-            "obs_terms": [t.to_dict() for t in self.obs_terms["policy"]],
-            "joint_names": list(r.joint_names),
-            "default_pose": list(r.default_pose),
-            "action_scale": r.action_scale,
-            "action_joints": [r.joint_names[i] for i in r.action_index],  # the policy's outputs, in order
-            "action_clip": self.cfg.clip_actions,
-            "action_filter": self.cfg.action_filter,
-            "action_lowpass_hz": self.cfg.action_lowpass_hz,
-            **({"gait_period": self.cfg.gait_period} if self.cfg.gait_period > 0 else {}),
-            "kp": list(r.kp), "kd": list(r.kd), "torque_limits": list(r.torque_limits),
-            "stand_up_stiffness": r.stand_up_stiffness,  # the node's stand-up gains over kp
-            "joint_limits": self.joint_limits.tolist(),  # hard [lo, hi] per joint (rad), for the deploy watchdog
-            "control_dt": self.step_dt, "decimation": self.decimation,
-            "command": {"names": ["lin_vel_x", "lin_vel_y", "ang_vel_yaw"],
-                        "ranges": [list(self.cfg.lin_vel_x), list(self.cfg.lin_vel_y), list(self.cfg.ang_vel_yaw)],
-                        "heading_stiffness": self.cfg.heading_stiffness},  # the node holds the heading as training did
-        }
+        """Observation layout and action mapping of the policy group, for the deploy bundle (``bundle.py``)."""
+        return bundle.deploy_metadata(self)
 
     # -- symmetry -----------------------------------------------------------------------------
     def mirror_parts(self) -> dict[str, SignedPerm]:

@@ -164,8 +164,8 @@ class VelocityTaskConfig:
     cone: str = "pyramidal"
     """Friction cone (``pyramidal``, mjlab's and MuJoCo's default, or ``elliptic``), replacing the MJCF's."""
     impratio: float = 1.0
-    """Frictional-to-normal impedance ratio, replacing the MJCF's (with an elliptic cone, above 1 makes
-    friction stiffer: Menagerie's quadrupeds set 100). ``cone=elliptic impratio=100`` trains on such an MJCF's
+    """Frictional-to-normal impedance ratio, replacing the MJCF's (above 1 makes friction stiffer, on either
+    cone: Menagerie's quadrupeds set 100). ``cone=elliptic impratio=100`` trains on such an MJCF's
     contact model with the task's solver budget, where ``physics: mjcf`` in the robot YAML would keep all of
     its options (docs/robots.md)."""
 
