@@ -56,6 +56,24 @@ def test_threads_key_is_checked_and_printed_in_the_run_header(tmp_path, capsys, 
     assert torch.get_num_threads() == 1
 
 
+def test_the_update_runs_on_its_own_threads_and_gives_them_back(restore_threads):
+    from ctrl_rl.app.configure import load_train_config
+    from ctrl_rl.config import ConfigError
+
+    threads.configure(None, update=2)
+    assert threads.current().describe().endswith("2 torch in the update (auto; threads=N to change)")
+    assert torch.get_num_threads() == 1
+    with threads.for_update():
+        assert torch.get_num_threads() == 2
+    assert torch.get_num_threads() == 1
+    threads.configure(None)
+    with threads.for_update():
+        assert torch.get_num_threads() == 1
+    with pytest.raises(ConfigError, match="update_threads: must be a positive integer or null, got 0"):
+        load_train_config(["update_threads=0"])
+    assert load_train_config(["update_threads=2"]).update_threads == 2
+
+
 def test_eta_uses_the_median_of_recent_iterations_without_the_warm_up():
     assert eta_seconds([], 10) is None
     assert eta_seconds([30.0], 10) == 300.0  # nothing else known yet

@@ -82,10 +82,21 @@ def humanoid_sac(args: argparse.Namespace) -> dict[str, Any]:
     return walk_rows(args, "humanoid SAC, FastSAC's settings", sac, sac_iters, args.humanoid_seeds[:1], NOISE_FREE)
 
 
+def mjcf_contact_throughout(robot: str) -> list[str]:
+    """MuJoCo Warp compiles the friction cone into its step, so the recipe's polish cannot switch to the MJCF's
+    contact model there (``task.kwargs.polish_contact``): the GPU run trains on it from the start, capped as the
+    polish caps it (a GPU pays less for the elliptic cone than 2 CPU cores)."""
+    from ctrl_rl.robots.physics import mjcf_contact
+    from ctrl_rl.robots.robot import load_robot
+
+    cone, impratio = mjcf_contact(load_robot(robot))
+    return ["task.kwargs.polish_contact=", f"task.kwargs.cone={cone}", f"task.kwargs.impratio={min(impratio, 10.0)}"]
+
+
 def section_newrobot(args: argparse.Namespace) -> None:
     overrides = ["task=quadruped_velocity_flat", "tune=ppo_quadruped_velocity_flat_fast", f"device={args.device}",
                  "runner.progress=false", f"task.kwargs.robot={args.newrobot}", *GPU_SIM,
-                 *(TINY if args.tiny else [])]
+                 *mjcf_contact_throughout(args.newrobot), *(TINY if args.tiny else [])]
     iters = iterations_for(args, overrides, args.newrobot_seconds)
     values = walk_rows(args, f"gait recipe on {args.newrobot}, GPU sizes", overrides, iters, args.seeds[:1])
     values["passed"] = int(values["gait_passed"] == values["seeds"] and values["train_minutes"] <= 3.0)

@@ -280,6 +280,9 @@ class TrainConfig:
     """CPU threads for torch's operators and MuJoCo's worker pool; null: torch 1, MuJoCo every core
     (torch's thread team collapses when anything else runs on the machine; ``utils/threads.py``).
     The run header prints the choice."""
+    update_threads: Optional[int] = None
+    """Torch threads for the learner's update alone (null: ``threads``' plan). On an idle machine its big
+    matmuls gain from every core (the gait recipe's preset asks for 2); on a busy one keep null."""
     profile: bool = False
     """Time each iteration's stages (sim step, policy inference, storage, update, logging): logged as
     ``Perf/time_<stage>`` and printed as a table at the end. Synchronizes the GPU at each stage."""
@@ -291,9 +294,10 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         _check(self.seed >= 0, "seed", f"must be >= 0, got {self.seed}")
-        _check(self.threads is None or (isinstance(self.threads, int) and not isinstance(self.threads, bool)
-                                        and self.threads >= 1),
-               "threads", f"must be a positive integer or null, got {self.threads!r} (e.g. threads=2)")
+        for key in ("threads", "update_threads"):
+            value = getattr(self, key)
+            _check(value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1),
+                   key, f"must be a positive integer or null, got {value!r} (e.g. {key}=2)")
         for key, value in _floats(self):
             _check(not math.isnan(value), key, "must be a number, got nan")
         least = self.algo.min_iterations
@@ -302,8 +306,8 @@ class TrainConfig:
                + f", got {self.runner.max_iterations} (e.g. runner.max_iterations=1500)")
         self.algo.check_env(self.env.num_envs)
         kw, updates = self.task.kwargs, getattr(self.algo, "polish_start", 0)
-        if updates and (kw.get("polish_rewards") or kw.get("polish_action_filter")):
-            # the gait recipe's polish has a task half (rewards, filter) and a learner half (std): one start
+        if updates and (kw.get("polish_rewards") or kw.get("polish_action_filter") or kw.get("polish_contact")):
+            # the gait recipe's polish has a task half (rewards, filter, contact) and a learner half (std): one start
             want = updates * self.algo.num_steps_per_env
             if not kw.get("polish_start"):  # derived, so a changed algo.num_steps_per_env keeps them together
                 self.task.kwargs = {**kw, "polish_start": want}

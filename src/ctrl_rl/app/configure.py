@@ -49,7 +49,7 @@ GROUPS = ("algo", "task", "sim", "tune")
 as ``ppo_quadruped_velocity_flat_fast``); it holds values of the sections, and has no keys of its own."""
 SECTIONS = {"algo": None, "task": TaskConfig, "sim": SimConfig, "env": EnvConfig, "runner": RunnerConfig}
 """Top-level sections and their schemas (``algo``'s is the chosen learner's)."""
-SCALARS = ("seed", "device", "threads", "profile", "dataset")
+SCALARS = ("seed", "device", "threads", "update_threads", "profile", "dataset")
 """Top-level keys that are values."""
 
 

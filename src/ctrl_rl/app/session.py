@@ -14,7 +14,7 @@ from ctrl_rl.config import ConfigError, TrainConfig
 from ctrl_rl.nets.actor_critic import concat_groups
 from ctrl_rl.nets.memory import RecurrentPolicy, StatefulPolicy
 from ctrl_rl.sims.build import build_env
-from ctrl_rl.tasks import MUJOCO_SIMS, tasks
+from ctrl_rl.tasks import MUJOCO_SIMS, task_entry, tasks
 
 
 def require_device(device: str) -> None:
@@ -52,23 +52,43 @@ def as_a_robot_starts(cfg: TrainConfig, overrides: list[str]) -> TrainConfig:
     return replace(cfg, task=replace(cfg.task, kwargs=kwargs))
 
 
+POLISH_KEYS = ("polish_rewards", "polish_action_filter", "polish_start", "polish_contact", "polish_impratio_max")
+"""The task kwargs of the gait recipe's late polish (``tasks/locomotion/velocity_config.py``)."""
+
+
 def as_polished(cfg: TrainConfig, state: dict) -> TrainConfig:
     """``cfg`` as the checkpoint's policy last trained: past its polish's start (``task.kwargs.polish_start``
     control steps) with the polish's action filter and reward weights, before it without them. A fresh env counts
     its steps from 0, so inference (eval, export and the bundle's filter, play) takes the polish as settled."""
     kwargs = cfg.task.kwargs
-    if not (kwargs.get("polish_rewards") or kwargs.get("polish_action_filter")):
+    if not (kwargs.get("polish_rewards") or kwargs.get("polish_action_filter") or kwargs.get("polish_contact")):
         return cfg
     steps = int(state.get("iteration", 0)) * int(getattr(cfg.algo, "num_steps_per_env", 1))
     polished = steps > int(kwargs.get("polish_start", 0))  # model_<it> after at least one polished iteration
-    kept = {k: v for k, v in kwargs.items() if k not in ("polish_rewards", "polish_action_filter", "polish_start")}
+    kept = {k: v for k, v in kwargs.items() if k not in POLISH_KEYS}
     if polished:
         kept["rewards"] = {**kwargs.get("rewards", {}), **kwargs.get("polish_rewards", {})}
         if kwargs.get("polish_action_filter"):
             kept["action_filter"] = kwargs["polish_action_filter"]
+        contact = _polished_contact(cfg.task.name, kwargs)
+        kept.update(contact)
+        contact = f", {contact['cone']} cone, impratio {contact['impratio']:g}" if contact else ""
         print(f"this checkpoint's last iterations trained with the polish (from control step "
-              f"{kwargs.get('polish_start', 0)}): it runs with it (action_filter={kept.get('action_filter', 0.0)})")
+              f"{kwargs.get('polish_start', 0)}): it runs with it (action_filter={kept.get('action_filter', 0.0)}"
+              f"{contact})")
     return replace(cfg, task=replace(cfg.task, kwargs=kept))
+
+
+def _polished_contact(task: str, kwargs: dict) -> dict:
+    """``cone`` and ``impratio`` of the polish's contact model (``task.kwargs.polish_contact``) where it differs
+    from the task's own; else nothing."""
+    if not kwargs.get("polish_contact"):
+        return {}
+    from ctrl_rl.tasks.locomotion.polish_contact import polished_contact  # optional: mujoco reads the MJCF's
+
+    contact = polished_contact(task_entry(task).make_config(**kwargs))
+    own = (kwargs.get("cone", "pyramidal"), float(kwargs.get("impratio", 1.0)))
+    return contact if (contact["cone"], contact["impratio"]) != own else {}
 
 
 def checked_env(cfg: TrainConfig, state: dict, num_envs: int, seed: int):

@@ -60,6 +60,12 @@ def _cone(model: mujoco.MjModel) -> str:
     return "elliptic" if model.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC else "pyramidal"
 
 
+def mjcf_contact(robot: RobotConfig) -> tuple[str, float]:
+    """The friction cone and impratio the robot's MJCF asks for (MuJoCo's defaults where it says nothing)."""
+    option = mujoco.MjSpec.from_file(str(robot.mjcf_path())).option
+    return ("elliptic" if option.cone == mujoco.mjtCone.mjCONE_ELLIPTIC else "pyramidal"), float(option.impratio)
+
+
 def set_physics(model: mujoco.MjModel, profile: PhysicsProfile, robot: RobotConfig) -> None:
     """The task's physics on ``model``: its timestep always (a different MJCF timestep is replaced, and
     said: the control rate ``timestep * decimation`` must not depend on which MJCF was loaded); its

@@ -27,6 +27,7 @@ from ctrl_rl.config import ConfigError, TrainConfig
 from ctrl_rl.env import Obs, VecEnv
 from ctrl_rl.nets.normalizer import sync_pending
 from ctrl_rl.runners import LOOPS
+from ctrl_rl.utils import threads
 from ctrl_rl.utils.checkpoint_files import (
     BEST_MODEL,
     load_file,
@@ -197,7 +198,7 @@ class Runner:
             self.alg.prepare_update()
             self.alg.observe_logs(episodes.read()[2])
         t1 = time.perf_counter()
-        with stage("update"):
+        with stage("update"), threads.for_update():
             stats = distributed.mean_stats(self.alg.update())
         t2 = time.perf_counter()
         self.iteration += 1

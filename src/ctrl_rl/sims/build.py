@@ -40,7 +40,7 @@ def build_env(cfg: TrainConfig, num_envs: int | None = None, seed: int | None = 
     given, e.g. for an evaluation env); an allocation that fails is a one-line error naming ``env.num_envs``."""
     n = num_envs or cfg.env.num_envs
     check_memory(cfg, n)
-    threads.configure(cfg.threads)
+    threads.configure(cfg.threads, cfg.update_threads)
     try:
         return make_env(cfg.sim.name, cfg.task.name, n, cfg.device, seed=cfg.seed if seed is None else seed,
                         physics=cfg.sim.physics(), **cfg.task.kwargs)

@@ -118,6 +118,12 @@ class CpuPhysics(Physics):
         for m, v in zip(self.models, vals, strict=True):
             getattr(m, name)[:] = v
 
+    def set_contact(self, cone: int, impratio: float) -> None:
+        """Every world's friction cone and impratio from the next step on (``tasks/locomotion/polish_contact.py``);
+        MuJoCo sizes each step's constraint rows from the model, so a switch between steps is exact."""
+        for m in {id(m): m for m in [self.model, *self.models]}.values():
+            m.opt.cone, m.opt.impratio = cone, float(impratio)
+
     def model_field(self, name: str) -> torch.Tensor:
         return torch.from_numpy(np.stack([getattr(m, name) for m in self.models])).clone()
 

@@ -130,6 +130,10 @@ class MjVecEnv(VecEnv):
         self._gait = False
         """Whether each step's ``info["gait"]`` holds the task's gait signals (:meth:`record_gait`)."""
         self.cuda_graph = bool(cuda_graph)
+        if getattr(task, "switches_contact", False) and not hasattr(physics, "set_contact"):
+            raise ValueError(f"task.kwargs.polish_contact=mjcf changes the friction cone mid-run, which "
+                             f"{type(physics).__name__} compiles into its step; train on the MJCF's contact model "
+                             "from the start (task.kwargs.cone, impratio) or set task.kwargs.polish_contact=''")
         if self.cuda_graph:
             self._check_graph_safe()
         graphs = self.cuda_graph and self.device.type == "cuda"

@@ -15,12 +15,20 @@ slower on an idle machine, never 12x slower on a busy one), MuJoCo's pool on eve
 process may use, shared among the processes torchrun started on this machine
 (``LOCAL_WORLD_SIZE``). ``threads=N``: both get ``N``. Busy threads never exceed the cores either
 way, because the phases take turns.
+
+``update_threads=N`` gives the learner's update alone ``N`` torch threads (:func:`for_update`), the
+rollout's small per-step operators keeping theirs: the update's large batched matmuls are where a
+second core pays on an idle machine (the gait recipe's PPO update on 2 cores: 1.28 s -> 0.74 s per
+iteration, its rollout 0.85 s either way; ``docs/experiments/threads.md``). A run timed on an idle
+machine asks for it (the gait recipe's preset does); on a busy one it is the team that stalls.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+from collections.abc import Iterator
 
 import torch
 
@@ -35,10 +43,13 @@ class ThreadPlan:
     """Workers of MuJoCo's CPU rollout pool (``sim=mujoco``)."""
     requested: int | None = None
     """The ``threads`` key this came from (None: the plan's own choice)."""
+    update_threads: int | None = None
+    """Torch threads during the learner's update (``update_threads``; None: ``torch_threads``)."""
 
     def describe(self) -> str:
         how = f"threads={self.requested}" if self.requested else "auto; threads=N to change"
-        return f"{self.torch_threads} torch, {self.physics_threads} physics of {self.cores} cores ({how})"
+        update = f", {self.update_threads} torch in the update" if self.update_threads else ""
+        return f"{self.torch_threads} torch, {self.physics_threads} physics of {self.cores} cores{update} ({how})"
 
 
 def available_cores() -> int:
@@ -49,27 +60,48 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def plan_threads(requested: int | None = None, cores: int | None = None, processes: int | None = None) -> ThreadPlan:
-    """The plan for ``threads=requested`` on a machine with ``cores`` usable CPUs shared by ``processes``
-    training processes (default: torchrun's ``LOCAL_WORLD_SIZE``, else 1); module docstring."""
+def _positive(key: str, value: int | None) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{key}: must be a positive integer or null, got {value!r} (e.g. {key}=2)")
+
+
+def plan_threads(requested: int | None = None, cores: int | None = None, processes: int | None = None,
+                 update: int | None = None) -> ThreadPlan:
+    """The plan for ``threads=requested`` (and ``update_threads=update``) on a machine with ``cores`` usable
+    CPUs shared by ``processes`` training processes (default: torchrun's ``LOCAL_WORLD_SIZE``, else 1);
+    module docstring."""
+    _positive("threads", requested)
+    _positive("update_threads", update)
     cores = available_cores() if cores is None else cores
     processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1")) if processes is None else processes
     if requested is not None:
-        if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
-            raise ValueError(f"threads: must be a positive integer or null, got {requested!r} (e.g. threads=2)")
-        return ThreadPlan(cores, requested, requested, requested)
-    return ThreadPlan(cores, 1, max(1, cores // max(processes, 1)))
+        return ThreadPlan(cores, requested, requested, requested, update)
+    return ThreadPlan(cores, 1, max(1, cores // max(processes, 1)), None, update)
 
 
 _PLAN: ThreadPlan | None = None
 
 
-def configure(requested: int | None = None) -> ThreadPlan:
+def configure(requested: int | None = None, update: int | None = None) -> ThreadPlan:
     """Choose this process's plan and apply torch's part; later calls re-apply a changed request."""
     global _PLAN
-    _PLAN = plan_threads(requested)
+    _PLAN = plan_threads(requested, update=update)
     torch.set_num_threads(_PLAN.torch_threads)
     return _PLAN
+
+
+@contextlib.contextmanager
+def for_update() -> Iterator[None]:
+    """The learner's update on the plan's ``update_threads`` (none: nothing changes), torch's own after."""
+    want, before = current().update_threads, torch.get_num_threads()
+    if want is None or want == before:
+        yield
+        return
+    torch.set_num_threads(want)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def current() -> ThreadPlan:

@@ -23,16 +23,17 @@ import numpy as np
 import torch
 
 from ctrl_rl.env import SimulationError
-from ctrl_rl.mirror import EnvMirror, SignedPerm, pair_points
+from ctrl_rl.mirror import EnvMirror, SignedPerm
 from ctrl_rl.robots.action_filter import ActionFilter
 from ctrl_rl.robots.robot import RobotConfig, SensorLayout, build_model, joint_indices
 from ctrl_rl.robots.terms import TERM_MIRRORS, ObsTerm, compute_obs, heading_hold, projected_gravity, yaw_angle
 from ctrl_rl.tasks import register_task
 from ctrl_rl.tasks.rewards import switched_weights, weighted_sum
 
-from . import bundle, gait_signals
+from . import bundle, gait_signals, symmetry
 from . import gait_rewards as gait
 from .gait_clock import clock_rewards, foot_phase_offsets, gait_phase
+from .polish_contact import PolishContact
 from .standing import foot_rest_heights, pose_tolerance, settled_pose, standing_foot_points
 from .velocity_config import (
     DEFAULT_REWARDS,
@@ -137,6 +138,8 @@ class VelocityTask:
         self.delay = torch.zeros(n, dtype=torch.long, device=device)
         self.action_history = zeros(n, cfg.max_action_delay + 1, self.action_dim)
         self.active_rewards = [k for k, w in cfg.rewards.items() if w != 0.0 or cfg.polish_rewards.get(k, 0.0) != 0.0]
+        self.polish_contact = PolishContact(cfg, robot, model)
+        self.switches_contact = self.polish_contact.switches  # read by MjVecEnv: a physics that can switch
         self.out_of_bounds = torch.zeros(n, dtype=torch.bool, device=device)
         """Envs whose episode is cut short without a failure (a time-out); never on flat ground."""
         self.metrics: dict[str, torch.Tensor] = {}
@@ -204,6 +207,7 @@ class VelocityTask:
     def randomize_model(self, physics: Any, gen: torch.Generator) -> None:
         """Per-env friction, base mass, PD gains and motor strength (drawn at reset(seed))."""
         c, n = self.cfg, self.num_envs
+        self.polish_contact.sync(physics, self.recipe_steps)  # a fresh eval env's, polished from its start
         if not self._nominal:
             for name in self._RANDOMIZED:
                 self._nominal[name] = physics.model_field(name).to(self.device)
@@ -301,6 +305,7 @@ class VelocityTask:
         if c.polish_rewards:  # the recipe's late polish (task.kwargs.polish_rewards from polish_start)
             weights, scales = switched_weights(weights, c.polish_rewards, self._polishing(), scales)
         self.recipe_steps += 1
+        self.polish_contact.sync(physics, self.recipe_steps)  # for the next physics step
         reward, log = weighted_sum(terms, weights, self.active_rewards, self.step_dt, self.num_envs, self.device,
                                    scales=scales)
         if c.only_positive_rewards:
@@ -452,15 +457,8 @@ class VelocityTask:
 
     # -- symmetry -----------------------------------------------------------------------------
     def mirror_parts(self) -> dict[str, SignedPerm]:
-        """The signed permutations :data:`~ctrl_rl.robots.terms.TERM_MIRRORS` refers to by name: the
-        robot YAML's joint map and the feet paired by position (a variant adds its own, e.g. ``scan``)."""
-        joints = SignedPerm(*self.robot.mirror_map())
-        q0 = self.default_pose.cpu().numpy()
-        if not np.allclose(joints(q0), q0, atol=1e-6):
-            raise ValueError(f"robot {self.robot.name}: its default_pose is not its own mirror image under the "
-                             "YAML's `mirror` map, so joint_pos_rel cannot mirror; fix the pose or the map")
-        feet = SignedPerm(pair_points(self.foot_points, tol=1e-4), np.ones(len(self.feet)))
-        return {"joints": joints, "actions": joints.restrict(self.robot.action_index), "feet": feet}
+        """The joints', actions' and feet's maps by name (``symmetry.py``; a variant adds its own, e.g. ``scan``)."""
+        return symmetry.mirror_parts(self)
 
     def mirror(self) -> EnvMirror:
         """Every observation term's mirror map (its history frames included) and the actions' (the
@@ -487,6 +485,7 @@ class VelocityTask:
             self.filter.inputs = [x.to(self.device).clone() for x in state["filter_inputs"]]
         for k, v in state["model"].items():
             physics.set_model_field(k, v)
+        self.polish_contact.sync(physics, self.recipe_steps)
 
     # -- gait report (ctrl-rl eval; ctrl_rl.deploy.gait_report) ---------------------------------
     def gait_spec(self, model: mujoco.MjModel) -> dict[str, Any]:

@@ -140,6 +140,17 @@ class VelocityTaskConfig:
     """Control steps (of every env) before ``polish_rewards`` and ``polish_action_filter`` apply:
     ``algo.polish_start`` iterations times ``algo.num_steps_per_env`` (derived from them when left at 0, checked
     when given, so the two halves start together)."""
+    polish_contact: str = ""
+    """The contact model from ``polish_start`` on: empty, the task's (``cone``, ``impratio``) throughout; ``mjcf``,
+    the robot MJCF's own friction cone and impratio (capped at ``polish_impratio_max``), the model sim2sim and
+    the robot are judged on. Nothing changes for an MJCF that asks for the task's (ctrl_quad's, the Go1's
+    pyramidal cone at impratio 1); on ctrl_dog (elliptic, impratio 100) the elliptic polish walked 0.05 m/s
+    faster in sim2sim than the pyramidal one from the same base, three times of three, for ~0.6 min more on 2
+    cores (docs/experiments/gait_recipe.md, runs 63-69). CPU MuJoCo only: MuJoCo Warp compiles the cone into its
+    kernels (there, set ``cone`` and ``impratio`` from the start)."""
+    polish_impratio_max: float = 10.0
+    """``polish_contact: mjcf``'s cap on the MJCF's impratio (mjlab's value for its elliptic-cone tasks; a
+    Menagerie quadruped's 100 costs ~25 % more per step than 10 on the elliptic cone, measured on ctrl_dog)."""
     gait_period: float = 0.0
     """Seconds per cycle of a gait clock the policy observes, with the ``gait_contact`` and
     ``feet_swing_height`` terms following it (``tasks/locomotion/gait_clock.py``: a quadruped trots, a
@@ -186,9 +197,14 @@ class VelocityTaskConfig:
             raise ValueError(f"task.kwargs.gait_terms_ramp_steps must be >= 0 (e.g. 2400), got "
                              f"{self.gait_terms_ramp_steps}")
         if self.polish_start < 0 or (self.polish_start > 0 and not self.polish_rewards
-                                     and not self.polish_action_filter):
+                                     and not self.polish_action_filter and not self.polish_contact):
             raise ValueError(f"task.kwargs.polish_start must be >= 0 and needs task.kwargs.polish_rewards (e.g. "
-                             f"{{action_smoothness: -0.3}}) or polish_action_filter, got {self.polish_start}")
+                             f"{{action_smoothness: -0.3}}), polish_action_filter or polish_contact, got "
+                             f"{self.polish_start}")
+        if (self.polish_contact or "") not in ("", "mjcf") or not self.polish_impratio_max > 0:
+            raise ValueError(f"task.kwargs.polish_contact must be '' (the task's contact model throughout) or mjcf "
+                             f"(the MJCF's from polish_start on), and polish_impratio_max > 0 (e.g. 10), got "
+                             f"{self.polish_contact!r}, {self.polish_impratio_max}")
         check_action_filters(self.polish_action_filter, self.action_lowpass_hz, "task.kwargs (polish)")
         if not 0 <= self.settled_start_fraction <= 1:
             raise ValueError(f"task.kwargs.settled_start_fraction must be in [0, 1] (e.g. 0.25), got "
