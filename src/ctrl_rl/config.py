@@ -282,7 +282,8 @@ class TrainConfig:
     The run header prints the choice."""
     update_threads: Optional[int] = None
     """Torch threads for the learner's update alone (null: ``threads``' plan). On an idle machine its big
-    matmuls gain from every core (the gait recipe's preset asks for 2); on a busy one keep null."""
+    matmuls gain from every core (an option: the gait recipe's preset stays at 1, its rows are measured there;
+    the two counts do not give bit-identical updates); on a busy one keep null."""
     profile: bool = False
     """Time each iteration's stages (sim step, policy inference, storage, update, logging): logged as
     ``Perf/time_<stage>`` and printed as a table at the end. Synchronizes the GPU at each stage."""

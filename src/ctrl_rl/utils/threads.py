@@ -19,8 +19,9 @@ way, because the phases take turns.
 ``update_threads=N`` gives the learner's update alone ``N`` torch threads (:func:`for_update`), the
 rollout's small per-step operators keeping theirs: the update's large batched matmuls are where a
 second core pays on an idle machine (the gait recipe's PPO update on 2 cores: 1.28 s -> 0.74 s per
-iteration, its rollout 0.85 s either way; ``docs/experiments/threads.md``). A run timed on an idle
-machine asks for it (the gait recipe's preset does); on a busy one it is the team that stalls.
+iteration, its rollout 0.85 s either way; ``docs/experiments/threads.md``). It is an option for a machine
+one has to oneself (the gait recipe's preset leaves it off: its rows are measured at 1 thread, and the two
+counts do not give bit-identical updates); on a busy one it is the team that stalls.
 """
 
 from __future__ import annotations

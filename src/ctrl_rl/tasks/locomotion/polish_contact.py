@@ -30,10 +30,7 @@ class PolishContact:
     def __init__(self, cfg: Any, robot: RobotConfig, model: mujoco.MjModel) -> None:
         self.start = int(cfg.polish_start)
         self.before = (_cone_name(model.opt.cone), float(model.opt.impratio))
-        self.after = self.before
-        if cfg.polish_contact == "mjcf":
-            cone, impratio = mjcf_contact(robot)
-            self.after = (cone, min(impratio, float(cfg.polish_impratio_max)))
+        self.after = _capped_mjcf_contact(cfg, robot) if cfg.polish_contact == "mjcf" else self.before
         self.switches = self.after != self.before
         self._applied = self.before
         self._robot = robot.name
@@ -55,8 +52,14 @@ def polished_contact(cfg: Any) -> dict[str, Any]:
     last iterations trained on (``app/session.py: as_polished``)."""
     if cfg.polish_contact != "mjcf":
         return {}
-    cone, impratio = mjcf_contact(load_robot(cfg.robot))
-    return {"cone": cone, "impratio": min(impratio, float(cfg.polish_impratio_max))}
+    cone, impratio = _capped_mjcf_contact(cfg, load_robot(cfg.robot))
+    return {"cone": cone, "impratio": impratio}
+
+
+def _capped_mjcf_contact(cfg: Any, robot: RobotConfig) -> tuple[str, float]:
+    """The MJCF's friction cone and its impratio capped at ``polish_impratio_max``."""
+    cone, impratio = mjcf_contact(robot)
+    return cone, min(impratio, float(cfg.polish_impratio_max))
 
 
 def _cone_name(cone: int) -> str:
