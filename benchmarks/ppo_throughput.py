@@ -10,7 +10,8 @@ framework's own training call (``learn``); env-steps/s = timed env steps / timed
 Matched (everything that sets the compute): task and env implementation, ``num_envs``, rollout
 length, epochs, minibatches (SB3: ``batch_size = num_envs * steps / minibatches``), separate
 actor and critic MLPs of ``--hidden`` sizes, ELU, Adam at lr 1e-3, clip 0.2, value clipping,
-gamma 0.99, lambda 0.95, value-loss coef 1, entropy coef 0.01, grad-norm clip 1, float32, CPU.
+gamma 0.99, lambda 0.95, value-loss coef 1, entropy coef 0.01, grad-norm clip 1, float32, CPU (except the
+rows named ``bf16``, whose update runs in bfloat16).
 
 Not matched (each framework's normal way of working, measured as is):
 
@@ -59,8 +60,10 @@ from typing import Any
 import torch
 
 FRAMEWORKS = ("ours", "ours_compiled", "ours_no_keep_heap", "rsl_rl", "rsl_rl_keep_heap", "sb3",
-              "ours_cudagraphs", "ours_cudagraphs_fp32", "ours_cudagraphs_bf16", "rsl_rl_tf32")
+              "ours_cudagraphs", "ours_cudagraphs_fp32", "ours_cudagraphs_bf16", "rsl_rl_tf32", "ours_compiled_bf16")
 CPU_FRAMEWORKS = FRAMEWORKS[:6]
+"""The default CPU rows; ``ours_compiled_bf16`` (the compiled update in bfloat16, for CPUs with bfloat16
+instructions) is asked for by name, e.g. ``--frameworks ours_compiled ours_compiled_bf16 rsl_rl``."""
 GPU_FRAMEWORKS = ("ours", "ours_cudagraphs", "ours_cudagraphs_fp32", "ours_cudagraphs_bf16", "rsl_rl", "rsl_rl_tf32")
 """The ``--device cuda`` rows: ours (TF32 by default on CUDA) eager and with ``algo.cudagraphs``, the
 latter in full float32 and with bf16 autocast; rsl_rl as it ships (float32) and with TF32 on."""
@@ -286,7 +289,8 @@ BENCHES = {"ours": bench_ours, "ours_compiled": lambda args: bench_ours(args, co
            "sb3": bench_sb3, "ours_cudagraphs": lambda args: bench_ours(args, extra=("algo.cudagraphs=true",)),
            "ours_cudagraphs_fp32": lambda args: bench_ours(args, extra=("algo.cudagraphs=true", "algo.tf32=false")),
            "ours_cudagraphs_bf16": lambda args: bench_ours(args, extra=("algo.cudagraphs=true", "algo.autocast=bf16")),
-           "rsl_rl_tf32": lambda args: bench_rsl_rl(args, tf32=True)}
+           "rsl_rl_tf32": lambda args: bench_rsl_rl(args, tf32=True),
+           "ours_compiled_bf16": lambda args: bench_ours(args, compile=True, extra=("algo.autocast=bf16",))}
 
 
 def run_child(name: str, args: argparse.Namespace, iterations: int | None = None,
@@ -387,7 +391,7 @@ def main(argv: list[str] | None = None) -> None:
     per_it = comp.get("wall_s", math.nan) / max(comp.get("iterations", 1), 1)
     first, warm = comp.get("first_s", math.nan) - per_it, warm_first - per_it
     print(f"RESULT ours_sps={sps['ours']:.0f} compiled_sps={sps['ours_compiled']:.0f} "
-          f"rsl_rl_sps={sps['rsl_rl']:.0f} sb3_sps={sps['sb3']:.0f} "
+          f"rsl_rl_sps={sps['rsl_rl']:.0f} sb3_sps={sps['sb3']:.0f} compiled_bf16_sps={sps['ours_compiled_bf16']:.0f} "
           f"vs_rsl_rl={sps['ours_compiled'] / sps['rsl_rl']:.3g} eager_vs_rsl_rl={sps['ours'] / sps['rsl_rl']:.3g} "
           f"vs_sb3={sps['ours_compiled'] / sps['sb3']:.3g} compile_s={first:.1f} compile_s_cached={warm:.1f}",
           flush=True)

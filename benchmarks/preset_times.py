@@ -11,6 +11,7 @@ Usage::
 
     python benchmarks/preset_times.py                         # default, fast and Go1 presets, 40 iterations each
     python benchmarks/preset_times.py --presets fast --iterations 4 --warmup 2   # smoke run
+    python benchmarks/preset_times.py --presets fast fast_bf16 --robot ctrl_dog  # the update in bfloat16, beside
 """
 
 from __future__ import annotations
@@ -28,14 +29,20 @@ PRESETS = {
     "default": [],
     "fast": ["tune=ppo_quadruped_velocity_flat_fast"],
     "go1": ["tune=ppo_quadruped_velocity_flat_go1"],
+    "fast_bf16": ["tune=ppo_quadruped_velocity_flat_fast", "algo.autocast=bf16"],
 }
 """``ctrl-rl train task=quadruped_velocity_flat`` plus these overrides."""
 
 
-def iteration_seconds(run: Path) -> list[float]:
-    """Collection plus update seconds of each iteration of ``run`` (its ``metrics.csv``)."""
+def stage_seconds(run: Path) -> list[tuple[float, float]]:
+    """``(collection, update)`` seconds of each iteration of ``run`` (its ``metrics.csv``)."""
     with open(run / "metrics.csv", newline="") as f:
-        return [float(r["collection_time"]) + float(r["learning_time"]) for r in csv.DictReader(f)]
+        return [(float(r["collection_time"]), float(r["learning_time"])) for r in csv.DictReader(f)]
+
+
+def iteration_seconds(run: Path) -> list[float]:
+    """Collection plus update seconds of each iteration of ``run``."""
+    return [c + u for c, u in stage_seconds(run)]
 
 
 def project(seconds: list[float], warmup: int, total: int) -> tuple[float, float]:
@@ -52,26 +59,30 @@ def main() -> None:
     parser.add_argument("--presets", nargs="+", default=list(PRESETS), choices=list(PRESETS))
     parser.add_argument("--iterations", type=int, default=40, help="iterations trained of each preset")
     parser.add_argument("--warmup", type=int, default=5, help="first iterations timed apart (not in the rate)")
+    parser.add_argument("--robot", default=None, help="task.kwargs.robot (default: the preset's)")
     args = parser.parse_args()
 
     rows, result = [], []
     with tempfile.TemporaryDirectory() as logs:
         for name in args.presets:
-            overrides = ["task=quadruped_velocity_flat", *PRESETS[name], "runner.progress=false",
+            robot = [f"task.kwargs.robot={args.robot}"] if args.robot else []
+            overrides = ["task=quadruped_velocity_flat", *PRESETS[name], *robot, "runner.progress=false",
                          f"runner.log_root={logs}"]
             cfg = load_train_config(overrides, for_run=False)
             total = cfg.runner.max_iterations
             run = train([*overrides, f"runner.max_iterations={args.iterations}"])
             per, minutes = project(iteration_seconds(Path(run)), args.warmup, total)
+            steady = stage_seconds(Path(run))[args.warmup:]
+            rollout, update = (sum(x) / len(steady) for x in zip(*steady, strict=True))
             steps = cfg.env.num_envs * cfg.algo.num_steps_per_env
-            rows.append((name, cfg.env.num_envs, total, per, steps / per, minutes))
+            rows.append((name, cfg.env.num_envs, total, rollout, update, per, steps / per, minutes))
             result.append(f"{name}_min={minutes:.1f}")
     print(f"\nquadruped presets on this machine ({os.cpu_count()} cores), {args.iterations} iterations each, "
-          f"the first {args.warmup} apart")
-    print("| preset | envs | iterations | s / iteration | env steps / s | projected run (min) |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for name, envs, total, per, rate, minutes in rows:
-        print(f"| {name} | {envs} | {total} | {per:.2f} | {rate:,.0f} | {minutes:.1f} |")
+          f"the first {args.warmup} apart" + (f", robot {args.robot}" if args.robot else ""))
+    print("| preset | envs | iterations | rollout s | update s | s / iteration | env steps / s | projected run (min) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, envs, total, rollout, update, per, rate, minutes in rows:
+        print(f"| {name} | {envs} | {total} | {rollout:.2f} | {update:.2f} | {per:.2f} | {rate:,.0f} | {minutes:.1f} |")
     print("RESULT " + " ".join(result))
 
 

@@ -434,5 +434,6 @@ def test_preset_times_projects_a_run_from_its_steady_rate() -> None:
     its 600 iterations that is the warm-up plus 598 steady iterations."""
     stdout, values = run_benchmark("preset_times.py", "--presets", "default", "--iterations", "3", "--warmup", "2")
     row = next(line for line in stdout.splitlines() if line.startswith("| default |"))
-    per = float(row.split("|")[4])
+    rollout, update, per = (float(x) for x in row.split("|")[4:7])
+    assert rollout + update == pytest.approx(per, abs=0.011), row  # the two stages are the iteration
     assert float(values["default_min"]) >= per * 598 / 60 > 0, stdout

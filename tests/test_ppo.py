@@ -243,3 +243,57 @@ def test_precision_flags_reach_the_update():
     graph_params, _ = _train_pendulum(1, autocast="bf16", cudagraphs=True)  # the graph-safe step, same casts
     for a, b in zip(params, graph_params, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def _first_minibatch_ratio(rebase: bool, monkeypatch) -> dict[str, float]:
+    """approx_kl and clip_fraction of the first minibatch of a bf16 update, on a rollout collected in
+    float32 by a policy with means of order 1 and std 0.05 (a polished gait's regime)."""
+    import ctrl_rl.algos.ppo as ppo_module
+
+    if not rebase:
+        monkeypatch.setattr(ppo_module, "rebase_in_update_precision", lambda *a, **k: None)
+    torch.manual_seed(0)
+    cfg = PPOConfig(num_steps_per_env=16, actor_hidden=[256, 128], critic_hidden=[64], init_std=0.05,
+                    num_learning_epochs=1, num_minibatches=1, autocast="bf16", normalize_obs=False)
+    alg = PPO(cfg, {"policy": 32}, 12, num_envs=64, device="cpu", seed=1)
+    with torch.no_grad():
+        alg.model.actor.net[-1].weight.mul_(300.0)  # means of order 1: bf16's rounding is then visible
+    for _ in range(cfg.num_steps_per_env):
+        alg.act({"policy": torch.randn(64, 32)})
+        alg.process_step({"policy": torch.randn(64, 32)}, torch.randn(64), torch.zeros(64, dtype=torch.bool),
+                         torch.zeros(64, dtype=torch.bool), {})
+    alg.prepare_update()
+    seen: list[dict[str, torch.Tensor]] = []
+    loss = alg.head.loss
+    monkeypatch.setattr(alg.head, "loss", lambda *a: seen.append(loss(*a)[2]) or loss(*a))
+    alg.update()
+    return {k: float(seen[0][k]) for k in ("approx_kl", "clip_fraction")}
+
+
+def test_bf16_update_starts_from_the_policy_in_its_own_arithmetic(monkeypatch):
+    """``algo.autocast=bf16`` recomputes the old policy in the update's arithmetic: before any step the
+    ratio is 1 (KL 0, nothing clipped). Compared with the rollout's float32 log-probabilities instead,
+    bf16's rounding alone moves the ratio of a low-noise policy before it has learned anything."""
+    with monkeypatch.context() as m:
+        stale = _first_minibatch_ratio(rebase=False, monkeypatch=m)
+    fresh = _first_minibatch_ratio(rebase=True, monkeypatch=monkeypatch)
+    assert stale["clip_fraction"] > 0.01 and abs(stale["approx_kl"]) > 1e-3, stale
+    assert fresh["clip_fraction"] == 0.0 and abs(fresh["approx_kl"]) < 1e-5, fresh
+
+
+def test_bf16_on_a_cpu_without_bfloat16_instructions_warns_once(monkeypatch, caplog):
+    """Emulated bfloat16 is slower than float32: the first bf16 update on such a CPU says so, once."""
+    from types import SimpleNamespace
+
+    from ctrl_rl.algos import precision
+
+    precision._warn_slow_bf16_cpu.cache_clear()
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)
+    cfg = SimpleNamespace(tf32=False, autocast="bf16")
+    with caplog.at_level("WARNING", logger="ctrl_rl.algos.precision"):
+        for _ in range(2):
+            with precision.update_precision(cfg, "cpu"):
+                pass
+    precision._warn_slow_bf16_cpu.cache_clear()
+    assert [r.getMessage().count("without bfloat16 instructions") for r in caplog.records] == [1]
+    assert "algo.autocast=none" in caplog.records[0].getMessage()

@@ -1,4 +1,5 @@
-"""The update's arithmetic on CUDA: ``algo.tf32`` (TF32 matrix products) and ``algo.autocast`` (bf16).
+"""The update's arithmetic: ``algo.tf32`` (TF32 matrix products, CUDA) and ``algo.autocast`` (bf16, CUDA
+and CPUs with bfloat16 instructions).
 
 Replaying the update as a CUDA graph (``algo.cudagraphs``) is ``ctrl_rl.utils.cuda_graphs.CapturedStep``,
 shared with the env step; a graph-safe update has no host reads (``float(t)``, ``.item()``,
@@ -8,10 +9,25 @@ data-dependent Python branches), a tensor learning rate and a capturable optimiz
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import functools
+import logging
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+from torch import nn
+
+from ctrl_rl.nets.distributions import gaussian_log_prob
+
+log = logging.getLogger(__name__)
+
+
+@functools.cache
+def _warn_slow_bf16_cpu() -> None:
+    """Once per process: bfloat16 on a CPU without bfloat16 instructions is emulated, and slow."""
+    if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        log.warning("algo.autocast=bf16 on a CPU without bfloat16 instructions (AVX512-BF16 or AMX): the update "
+                    "runs emulated, slower than float32; set algo.autocast=none")
 
 
 @contextlib.contextmanager
@@ -21,6 +37,8 @@ def update_precision(cfg: Any, device: torch.device | str) -> Iterator[None]:
     restored after); with ``autocast=bf16``, ``torch.autocast`` in bfloat16 on the
     device. Collection and everything outside the block keep full float32."""
     device = torch.device(device)
+    if device.type == "cpu" and getattr(cfg, "autocast", "none") == "bf16":
+        _warn_slow_bf16_cpu()
     matmul = torch.backends.cuda.matmul
     previous = matmul.allow_tf32
     if device.type == "cuda":  # never touched on CPU: a reset of the generic precision changes CPU kernels
@@ -33,3 +51,24 @@ def update_precision(cfg: Any, device: torch.device | str) -> Iterator[None]:
     finally:
         if device.type == "cuda":
             matmul.allow_tf32 = previous
+
+
+@torch.no_grad()
+def rebase_in_update_precision(batch: dict[str, torch.Tensor], actor: nn.Module,
+                               values: Callable[[torch.Tensor], torch.Tensor], cfg: Any,
+                               device: torch.device | str) -> None:
+    """Under ``algo.autocast``, what the update compares against, recomputed in its own arithmetic: the
+    pre-update policy (``old_mean``, ``old_std``, ``old_log_prob``: the ratio and the KL) and values
+    (``old_values``: the value clip), in place of the rollout's float32 ones. Otherwise bfloat16's rounding
+    alone moves the ratio before any step: ctrl_dog's walking policy at the polish's std 0.1, on
+    observations drawn at its normalizer's scale, has mean |ratio - 1| 0.09 and 10 % of the samples outside
+    PPO's clip (docs/experiments/threads.md). LLM RL recomputes the old log-probabilities in the training
+    engine for the same reason. Advantages and returns keep the rollout's float32 values. ``actor``: a
+    Gaussian, feed-forward actor (its ``distribution`` of ``batch["actor_obs"]``); ``values``: ``critic_obs``
+    to denormalized values."""
+    with update_precision(cfg, device):
+        mean, std = actor.distribution(batch["actor_obs"])
+        old_values = values(batch["critic_obs"])
+    batch["old_mean"], batch["old_std"] = mean.float(), std.float()
+    batch["old_log_prob"] = gaussian_log_prob(batch["actions"], batch["old_mean"], batch["old_std"])
+    batch["old_values"] = old_values.float()
