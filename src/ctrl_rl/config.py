@@ -165,7 +165,7 @@ class AcceleratedConfig:
     feed-forward actor first recomputes the old policy and values in the same arithmetic, so the ratio
     starts at 1 (``precision.rebase_in_update_precision``). On a GPU it halves the update's memory
     traffic; on a CPU with bfloat16 instructions (AVX512-BF16 or AMX: Zen 4, Sapphire Rapids) one core
-    multiplies 3x faster than in float32, and the gait recipe's update took 0.8 against 1.45 s per
+    multiplies 3x faster than in float32, and the gait recipe's update took 0.78 against 1.31 s per
     iteration (docs/experiments/threads.md); on other CPUs it is emulated and slower (a warning says
     so). A different arithmetic is a different training: the presets are measured in float32. ``none``: off."""
 

@@ -69,6 +69,16 @@ class GaussianHead(PolicyHead):
         actions = mean + std * torch.randn(mean.shape, generator=generator, device=mean.device)
         return actions, gaussian_log_prob(actions, mean, std), mean, std, {}
 
+    @staticmethod
+    @torch.no_grad()
+    def as_old_policy(actor: nn.Module, batch: dict[str, torch.Tensor]) -> None:
+        """Set ``batch``'s old policy (``old_mean``, ``old_std``, ``old_log_prob``, float32) to ``actor``'s
+        Gaussian on its observations, in the arithmetic of the caller's context: PROPS's ratio measured from
+        the current policy, bf16's from the policy in the update's own rounding."""
+        mean, std = actor.distribution(batch["actor_obs"])
+        batch["old_mean"], batch["old_std"] = mean.float(), std.float()
+        batch["old_log_prob"] = gaussian_log_prob(batch["actions"], batch["old_mean"], batch["old_std"])
+
     def loss(self, actor: nn.Module, mb: Minibatch, cfg: Any) -> tuple[torch.Tensor, torch.Tensor,
                                                                       dict[str, torch.Tensor]]:
         """``(surrogate, entropy, stats)`` on ``mb``; with the adaptive schedule ``stats["kl"]`` (no

@@ -250,7 +250,7 @@ class PPO(Learner):
         cfg = self.cfg
         self.lr.anneal(self.num_updates, self.total_updates)
         batch = self.source.training_batch(self.model)
-        if getattr(cfg, "autocast", "none") != "none" and self.head.gaussian and self.memory is None:
+        if cfg.autocast != "none" and self.head.gaussian and self.memory is None:
             rebase_in_update_precision(batch, self.model.actor, self._values, cfg, self.device)
         smoothing = cfg.smoothness_coef > 0 and self.num_updates >= cfg.smoothness_start
         if smoothing:

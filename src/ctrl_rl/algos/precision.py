@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ctrl_rl.nets.distributions import gaussian_log_prob
+from ctrl_rl.algos.heads import GaussianHead
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +67,5 @@ def rebase_in_update_precision(batch: dict[str, torch.Tensor], actor: nn.Module,
     Gaussian, feed-forward actor (its ``distribution`` of ``batch["actor_obs"]``); ``values``: ``critic_obs``
     to denormalized values."""
     with update_precision(cfg, device):
-        mean, std = actor.distribution(batch["actor_obs"])
-        old_values = values(batch["critic_obs"])
-    batch["old_mean"], batch["old_std"] = mean.float(), std.float()
-    batch["old_log_prob"] = gaussian_log_prob(batch["actions"], batch["old_mean"], batch["old_std"])
-    batch["old_values"] = old_values.float()
+        GaussianHead.as_old_policy(actor, batch)
+        batch["old_values"] = values(batch["critic_obs"]).float()

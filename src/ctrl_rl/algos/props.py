@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from ctrl_rl import distributed
+from ctrl_rl.algos.heads import GaussianHead
 from ctrl_rl.algos.losses import props_behavior_loss
 from ctrl_rl.algos.ppo import PPO
 from ctrl_rl.algos.registry import register_learner
@@ -62,10 +63,7 @@ class PROPSRollouts(OneRollout):
         """The buffer's samples with the "old" policy recomputed as the current π_θ: the PPO
         ratio measures the update's step from π_θ, whichever policy collected the data."""
         batch = super().training_batch(model)
-        with torch.no_grad():
-            mean, std = model.actor.distribution(batch["actor_obs"])
-        batch["old_mean"], batch["old_std"] = mean, std
-        batch["old_log_prob"] = gaussian_log_prob(batch["actions"], mean, std)
+        GaussianHead.as_old_policy(model.actor, batch)
         return batch
 
     def after_update(self, model: nn.Module, generator: torch.Generator) -> dict[str, float]:
