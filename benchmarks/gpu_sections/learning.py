@@ -86,11 +86,12 @@ def mjcf_contact_throughout(robot: str) -> list[str]:
     """MuJoCo Warp compiles the friction cone into its step, so the recipe's polish cannot switch to the MJCF's
     contact model there (``task.kwargs.polish_contact``): the GPU run trains on it from the start, capped as the
     polish caps it (a GPU pays less for the elliptic cone than 2 CPU cores)."""
-    from ctrl_rl.robots.physics import mjcf_contact
-    from ctrl_rl.robots.robot import load_robot
+    from ctrl_rl.tasks.locomotion.polish_contact import polished_contact
+    from ctrl_rl.tasks.locomotion.velocity_config import VelocityTaskConfig
 
-    cone, impratio = mjcf_contact(load_robot(robot))
-    return ["task.kwargs.polish_contact=", f"task.kwargs.cone={cone}", f"task.kwargs.impratio={min(impratio, 10.0)}"]
+    contact = polished_contact(VelocityTaskConfig(robot=robot, polish_contact="mjcf"))
+    return ["task.kwargs.polish_contact=", f"task.kwargs.cone={contact['cone']}",
+            f"task.kwargs.impratio={contact['impratio']}"]
 
 
 def section_newrobot(args: argparse.Namespace) -> None:
