@@ -11,7 +11,8 @@ Usage::
 
     python benchmarks/preset_times.py                         # default, fast and Go1 presets, 40 iterations each
     python benchmarks/preset_times.py --presets fast --iterations 4 --warmup 2   # smoke run
-    python benchmarks/preset_times.py --presets fast fast_bf16 --robot ctrl_dog  # the update in bfloat16, beside
+    python benchmarks/preset_times.py --presets fast_fp32 fast_bf16 --robot ctrl_dog  # the update in bfloat16, beside
+    (``fast`` is the preset as shipped: ``algo.autocast=auto``, bfloat16 where the CPU has it in hardware)
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ PRESETS = {
     "fast": ["tune=ppo_quadruped_velocity_flat_fast"],
     "go1": ["tune=ppo_quadruped_velocity_flat_go1"],
     "fast_bf16": ["tune=ppo_quadruped_velocity_flat_fast", "algo.autocast=bf16"],
+    "fast_fp32": ["tune=ppo_quadruped_velocity_flat_fast", "algo.autocast=none"],
 }
 """``ctrl-rl train task=quadruped_velocity_flat`` plus these overrides."""
 

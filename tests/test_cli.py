@@ -131,6 +131,7 @@ def test_a_tune_preset_replaces_the_pairs_tuned_settings():
     assert (base.env.num_envs, base.algo.desired_kl, base.algo.compile) == (1024, 0.01, False)
     assert (fast.env.num_envs, fast.algo.desired_kl, fast.algo.compile) == (256, 0.03, True)  # overrides still win
     assert fast.algo.actor_hidden == base.algo.actor_hidden and fast.algo.num_steps_per_env == 24
+    assert (fast.algo.autocast, fast.task.kwargs["rewards"]) == ("auto", {"feet_air_time": 0.0})  # the gait recipe's
     with pytest.raises(ConfigError, match="a resumed run keeps its checkpoint's"):
         apply_overrides(base, ["tune=ppo_quadruped_velocity_flat_fast"])  # what a resume does with it
 

@@ -85,6 +85,18 @@ def test_ppo_surrogate_gradient_vanishes_when_clipped():
     assert new.grad.item() == 0.0  # ratio above 1+ε with A>0: no incentive to move further
 
 
+def test_ppo_surrogate_stays_finite_far_in_the_tail():
+    """log ρ = 100 (exp overflows float32) with A = -1, beside log ρ = 0 with A = 1: log ρ is clamped at 20, so
+    loss = -mean(min(-e^20, -1.2), min(1, 1)) = (e^20 - 1) / 2, finite; the clamped sample has no gradient, the
+    other d loss / d log π = -A ρ / 2 = -0.5."""
+    new = torch.tensor([100.0, 0.0], requires_grad=True)
+    loss, clip_frac, approx_kl = ppo_surrogate_loss(new, torch.zeros(2), torch.tensor([-1.0, 1.0]), 0.2)
+    assert loss.item() == pytest.approx((math.exp(20.0) - 1) / 2, rel=1e-6)
+    assert clip_frac.item() == 0.5 and approx_kl.item() == pytest.approx((math.exp(20.0) - 1 - 20.0) / 2, rel=1e-6)
+    loss.backward()
+    assert new.grad.tolist() == [0.0, pytest.approx(-0.5)]
+
+
 def test_value_loss_clipped_and_plain():
     # v=[2,0], old=[1,1], R=[1.5,0], ε=.2: unclipped [.25, 0]; clipped preds [1.2, .8] -> [.09, .64]
     # max -> [.25, .64] -> mean .445 ; plain mean .125

@@ -226,7 +226,7 @@ def test_precision_flags_reach_the_update():
         assert matmul.allow_tf32 == before  # CPU: untouched
     cfg = load_train_config(["task=pendulum", "algo.autocast=bf16", "algo.tf32=false"])
     assert (cfg.algo.autocast, cfg.algo.tf32) == ("bf16", False)
-    with pytest.raises(ValueError, match="algo.autocast: must be one of: none, bf16"):
+    with pytest.raises(ValueError, match="algo.autocast: must be one of: none, bf16, auto"):
         load_train_config(["task=pendulum", "algo.autocast=fp16"])
 
     seen: list[tuple[bool, torch.dtype]] = []
@@ -243,6 +243,38 @@ def test_precision_flags_reach_the_update():
     graph_params, _ = _train_pendulum(1, autocast="bf16", cudagraphs=True)  # the graph-safe step, same casts
     for a, b in zip(params, graph_params, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_autocast_auto_follows_the_hardware(native, monkeypatch, caplog):
+    """``algo.autocast=auto``: bfloat16 where the device has it in hardware, float32 where it would be
+    emulated, said once in the log; ``bf16`` and ``none`` ignore the hardware. The choice reaches the
+    update's layers (PPO on pendulum)."""
+    from types import SimpleNamespace
+
+    from ctrl_rl.algos import precision
+
+    monkeypatch.setattr(precision, "bf16_native", lambda device: native)
+    precision._auto_bf16.cache_clear()
+    try:
+        with caplog.at_level("INFO", logger=precision.__name__):
+            assert precision.uses_bf16(SimpleNamespace(autocast="auto"), "cpu") is native
+            assert precision.uses_bf16(SimpleNamespace(autocast="auto"), torch.device("cpu")) is native
+        said = [r.getMessage() for r in caplog.records if "algo.autocast=auto" in r.getMessage()]
+        assert said == [f"algo.autocast=auto: the update runs in {'bfloat16' if native else 'float32'} on cpu "
+                        f"({'bfloat16 in hardware' if native else 'no bfloat16 instructions'})"]
+        assert precision.uses_bf16(SimpleNamespace(autocast="bf16"), "cpu")
+        assert not precision.uses_bf16(SimpleNamespace(autocast="none"), "cpu")
+        seen: set[torch.dtype] = set()
+        hook = torch.nn.modules.module.register_module_forward_hook(
+            lambda m, i, o: seen.add(o.dtype) if isinstance(m, torch.nn.Linear) and torch.is_grad_enabled() else None)
+        try:
+            _train_pendulum(1, autocast="auto")
+        finally:
+            hook.remove()
+        assert seen == {torch.bfloat16 if native else torch.float32}
+    finally:
+        precision._auto_bf16.cache_clear()
 
 
 def _first_minibatch_ratio(rebase: bool, monkeypatch) -> dict[str, float]:
@@ -296,4 +328,4 @@ def test_bf16_on_a_cpu_without_bfloat16_instructions_warns_once(monkeypatch, cap
                 pass
     precision._warn_slow_bf16_cpu.cache_clear()
     assert [r.getMessage().count("without bfloat16 instructions") for r in caplog.records] == [1]
-    assert "algo.autocast=none" in caplog.records[0].getMessage()
+    assert "set algo.autocast=auto (or none)" in caplog.records[0].getMessage()

@@ -167,11 +167,12 @@ class AcceleratedConfig:
     traffic; on a CPU with bfloat16 instructions (AVX512-BF16 or AMX: Zen 4, Sapphire Rapids) one core
     multiplies 3x faster than in float32, and the gait recipe's update took 0.78 against 1.31 s per
     iteration (docs/experiments/threads.md); on other CPUs it is emulated and slower (a warning says
-    so). A different arithmetic is a different training: the presets are measured in float32. ``none``: off."""
+    so). A different arithmetic is a different training. ``auto``: bf16 on a device with bfloat16 in
+    hardware, float32 elsewhere (said once in the log; the gait recipe's setting). ``none``: off."""
 
     def __post_init__(self) -> None:
-        _check(self.autocast in ("none", "bf16"), "algo.autocast",
-               f"must be one of: none, bf16 (got '{self.autocast}')")
+        _check(self.autocast in ("none", "bf16", "auto"), "algo.autocast",
+               f"must be one of: none, bf16, auto (got '{self.autocast}')")
         parent = getattr(super(), "__post_init__", None)
         if parent is not None:
             parent()

@@ -41,17 +41,25 @@ def compute_gae(
     return advantages, advantages + values
 
 
+LOG_RATIO_MAX = 20.0
+"""``log ρ`` is clamped here before ``exp`` (verl's bound): ρ ≤ e^20 ≈ 4.9e8, where float32's ``exp`` overflows
+past 88. A healthy update never comes near it (the KL control keeps ρ near 1); a sample far in the tail of its
+reference policy does (16 envs, the polish's std 0.1, bf16: actions ~180 std from the recomputed old mean, and
+``log ρ`` 394 after one step). Beyond the bound its gradient is 0, and the loss stays finite; the step it takes
+is bounded by the gradient-norm clip."""
+
+
 def ppo_surrogate_loss(
     log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantages: torch.Tensor, clip: float
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """PPO's clipped surrogate, negated for minimization (Schulman et al. 2017, eq. 7).
 
-        L = -E[min(ρ A, clip(ρ, 1-ε, 1+ε) A)],   ρ = π(a|s) / π_old(a|s)
+        L = -E[min(ρ A, clip(ρ, 1-ε, 1+ε) A)],   ρ = π(a|s) / π_old(a|s),   log ρ ≤ LOG_RATIO_MAX
 
     Returns ``(loss, clip_fraction, approx_kl)`` where ``approx_kl = E[(ρ-1) - log ρ]``
     (Schulman's low-variance, always non-negative estimator).
     """
-    log_ratio = log_prob - old_log_prob
+    log_ratio = (log_prob - old_log_prob).clamp(max=LOG_RATIO_MAX)
     ratio = log_ratio.exp()
     unclipped = ratio * advantages
     clipped = ratio.clamp(1.0 - clip, 1.0 + clip) * advantages

@@ -33,7 +33,7 @@ from ctrl_rl.algos.losses import (
     smoothness_neighbours,
     value_loss,
 )
-from ctrl_rl.algos.precision import rebase_in_update_precision, update_precision
+from ctrl_rl.algos.precision import rebase_in_update_precision, update_precision, uses_bf16
 from ctrl_rl.algos.registry import register_learner
 from ctrl_rl.algos.rollouts import OneRollout
 from ctrl_rl.algos.schedule import LearningRate, adapt_weight, gated_ramp, ramp_weight
@@ -250,7 +250,7 @@ class PPO(Learner):
         cfg = self.cfg
         self.lr.anneal(self.num_updates, self.total_updates)
         batch = self.source.training_batch(self.model)
-        if cfg.autocast != "none" and self.head.gaussian and self.memory is None:
+        if uses_bf16(cfg, self.device) and self.head.gaussian and self.memory is None:
             rebase_in_update_precision(batch, self.model.actor, self._values, cfg, self.device)
         smoothing = cfg.smoothness_coef > 0 and self.num_updates >= cfg.smoothness_start
         if smoothing:

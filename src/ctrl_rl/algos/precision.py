@@ -22,19 +22,44 @@ from ctrl_rl.algos.heads import GaussianHead
 log = logging.getLogger(__name__)
 
 
+def bf16_native(device: torch.device | str) -> bool:
+    """Whether ``device`` multiplies bfloat16 in hardware: a CUDA GPU with bfloat16 (Ampere and later), or a
+    CPU with AVX512-BF16 or AMX (Zen 4, Sapphire Rapids); elsewhere bfloat16 is emulated, slower than float32."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return bool(torch.cuda.is_bf16_supported())
+    return device.type == "cpu" and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+@functools.cache
+def _auto_bf16(device_type: str) -> bool:
+    """``algo.autocast=auto``: bfloat16 where the device has it in hardware, float32 elsewhere; said once."""
+    native = bf16_native(device_type)
+    log.info("algo.autocast=auto: the update runs in %s on %s (%s)", "bfloat16" if native else "float32",
+             device_type, "bfloat16 in hardware" if native else "no bfloat16 instructions")
+    return native
+
+
 @functools.cache
 def _warn_slow_bf16_cpu() -> None:
     """Once per process: bfloat16 on a CPU without bfloat16 instructions is emulated, and slow."""
-    if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+    if not bf16_native("cpu"):
         log.warning("algo.autocast=bf16 on a CPU without bfloat16 instructions (AVX512-BF16 or AMX): the update "
-                    "runs emulated, slower than float32; set algo.autocast=none")
+                    "runs emulated, slower than float32; set algo.autocast=auto (or none)")
+
+
+def uses_bf16(cfg: Any, device: torch.device | str) -> bool:
+    """Whether the update runs under bfloat16 autocast: ``algo.autocast=bf16``, or ``auto`` on a device with
+    bfloat16 in hardware (``bf16_native``)."""
+    mode = getattr(cfg, "autocast", "none")
+    return mode == "bf16" or (mode == "auto" and _auto_bf16(torch.device(device).type))
 
 
 @contextlib.contextmanager
 def update_precision(cfg: Any, device: torch.device | str) -> Iterator[None]:
     """The arithmetic of an update per ``algo.tf32`` and ``algo.autocast`` (``AcceleratedConfig``):
     on CUDA, float32 matrix products on TF32 tensor cores (``torch.backends.cuda.matmul.allow_tf32``,
-    restored after); with ``autocast=bf16``, ``torch.autocast`` in bfloat16 on the
+    restored after); under bfloat16 (``uses_bf16``), ``torch.autocast`` in bfloat16 on the
     device. Collection and everything outside the block keep full float32."""
     device = torch.device(device)
     if device.type == "cpu" and getattr(cfg, "autocast", "none") == "bf16":
@@ -43,7 +68,7 @@ def update_precision(cfg: Any, device: torch.device | str) -> Iterator[None]:
     previous = matmul.allow_tf32
     if device.type == "cuda":  # never touched on CPU: a reset of the generic precision changes CPU kernels
         matmul.allow_tf32 = bool(getattr(cfg, "tf32", False))
-    cast = (torch.autocast(device.type, dtype=torch.bfloat16) if getattr(cfg, "autocast", "none") == "bf16"
+    cast = (torch.autocast(device.type, dtype=torch.bfloat16) if uses_bf16(cfg, device)
             else contextlib.nullcontext())
     try:
         with cast:
@@ -57,7 +82,7 @@ def update_precision(cfg: Any, device: torch.device | str) -> Iterator[None]:
 def rebase_in_update_precision(batch: dict[str, torch.Tensor], actor: nn.Module,
                                values: Callable[[torch.Tensor], torch.Tensor], cfg: Any,
                                device: torch.device | str) -> None:
-    """Under ``algo.autocast``, what the update compares against, recomputed in its own arithmetic: the
+    """Under bfloat16 (``uses_bf16``), what the update compares against, recomputed in its own arithmetic: the
     pre-update policy (``old_mean``, ``old_std``, ``old_log_prob``: the ratio and the KL) and values
     (``old_values``: the value clip), in place of the rollout's float32 ones. Otherwise bfloat16's rounding
     alone moves the ratio before any step: ctrl_dog's walking policy at the polish's std 0.1, on
