@@ -16,7 +16,7 @@ Usage::
     python benchmarks/gait.py --robot unitree_go1 --seed 1          # train, eval, export, sim2sim
     python benchmarks/gait.py --robot ctrl_dog --iterations 5       # smoke run (the bars fail, the script runs)
     python benchmarks/gait.py --checkpoint logs/ppo/quadruped_velocity_flat/<run>   # judge a trained run
-    python benchmarks/gait.py --task humanoid_velocity_flat --robot unitree_g1      # the G1, 1,300 iterations
+    python benchmarks/gait.py --task humanoid_velocity_flat --robot unitree_g1      # the G1, its preset (1,500 it)
 """
 
 from __future__ import annotations
